@@ -1,0 +1,37 @@
+"""The storage engine: threads of opaque serialized checkpoints, bounded.
+
+The engine knows thread ids, namespaces, checkpoint and parent ids, run ids,
+channel names, versions, serialized bytes, clocks, limits, LRU order and byte
+totals. It never imports LangGraph and never looks inside a payload.
+"""
+
+from engine.errors import CheckpointCapacityError
+from engine.limits import KIB, MIB, StoreLimits
+from engine.records import (
+    Blob,
+    ChannelHistory,
+    CheckpointRecord,
+    CheckpointView,
+    Payload,
+    Version,
+    WriteRecord,
+)
+from engine.stats import StoreStats
+from engine.store import CheckpointRef, Store
+
+__all__ = [
+    "KIB",
+    "MIB",
+    "Blob",
+    "ChannelHistory",
+    "CheckpointCapacityError",
+    "CheckpointRecord",
+    "CheckpointRef",
+    "CheckpointView",
+    "Payload",
+    "Store",
+    "StoreLimits",
+    "StoreStats",
+    "Version",
+    "WriteRecord",
+]

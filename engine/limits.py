@@ -1,0 +1,63 @@
+"""The settings table: every bound the store enforces, with its unit."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """Bounds enforced by :class:`engine.Store`.
+
+    Defaults are the contract of the reference page. Every field must be a
+    positive number; ``bool``, zero, negative and NaN values are rejected with a
+    ``ValueError`` that names the field. ``math.inf`` lifts a limit.
+    """
+
+    idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
+    max_threads: int = 1_000  # threads; a new one evicts the least recently used
+    max_namespaces_per_thread: int = 16  # namespaces; one more is rejected
+    max_checkpoints_per_thread: int = 1_000  # checkpoints, all namespaces; one more is rejected
+    max_checkpoint_bytes: int = 1 * MIB  # bytes of one checkpoint's whole state
+    max_pending_write_bytes: int = 512 * KIB  # bytes of one put_writes batch
+    max_total_bytes: int = 64 * MIB  # bytes of every thread; evicts LRU threads, then rejects
+    max_identifier_length: int = 256  # characters per id, or per namespace segment
+    max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.type == "int":
+                _check_count(field.name, value)
+            else:
+                _check_positive(field.name, value)
+
+    @classmethod
+    def unbounded(cls) -> StoreLimits:
+        """Limits that never evict, expire or reject (for tests and migrations).
+
+        Runtime complexity: O(1).
+        """
+        return cls(**{field.name: math.inf for field in fields(cls)})
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a positive number, got {value!r} ({type(value).__name__})")
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def _check_count(name: str, value: object) -> None:
+    if value == math.inf and isinstance(value, float):
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"{name} must be a whole number of at least 1 (or math.inf), got {value!r} ({type(value).__name__})"
+        )
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value!r}")

@@ -1,0 +1,271 @@
+"""One namespace of one thread: its checkpoints, pending writes and blobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from sortedcontainers import SortedDict
+
+from engine.records import (
+    Blob,
+    CheckpointRecord,
+    CheckpointView,
+    Payload,
+    Version,
+    WriteKey,
+    WriteRecord,
+    payload_size,
+)
+from engine.usage import Usage
+
+BlobKey = tuple[str, Version]
+"""``(channel, version)``: the identity of a stored channel value."""
+
+_MISSING = object()
+
+
+class Namespace:
+    """Checkpoints kept sorted by id, writes grouped by checkpoint, blobs by version.
+
+    ``usage`` is kept exact by every mutating method, so a thread can maintain
+    its own totals from before/after differences.
+    """
+
+    __slots__ = ("checkpoints", "writes", "blobs", "usage")
+
+    def __init__(self) -> None:
+        self.checkpoints: SortedDict[str, CheckpointRecord] = SortedDict()
+        self.writes: dict[str, dict[WriteKey, WriteRecord]] = {}
+        self.blobs: dict[BlobKey, Blob] = {}
+        self.usage = Usage(namespaces=1)
+
+    def is_empty(self) -> bool:
+        """True when the namespace holds nothing. Runtime complexity: O(1)."""
+        return not (self.checkpoints or self.writes or self.blobs)
+
+    # --- reads -----------------------------------------------------------------
+
+    def latest(self) -> CheckpointRecord | None:
+        """The checkpoint with the greatest id. Runtime complexity: O(1)."""
+        if not self.checkpoints:
+            return None
+        return self.checkpoints.peekitem(-1)[1]
+
+    def get(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """The checkpoint with this id. Runtime complexity: O(1)."""
+        return self.checkpoints.get(checkpoint_id)
+
+    def ids_newest_first(self, before: str | None = None) -> Iterator[str]:
+        """Checkpoint ids in descending order, only those below ``before`` if given.
+
+        Runtime complexity: O(log n) to start, O(1) per id yielded.
+        """
+        return self.checkpoints.irange(maximum=before, inclusive=(True, False), reverse=True)
+
+    def blob(self, channel: str, version: Version) -> Payload | None:
+        """The non-empty value of ``channel`` at ``version``, or None.
+
+        Runtime complexity: O(1).
+        """
+        return self.blobs.get((channel, version))
+
+    def channel_values(self, record: CheckpointRecord) -> dict[str, Payload]:
+        """Every non-empty value a checkpoint references.
+
+        Runtime complexity: O(channels of the checkpoint).
+        """
+        values: dict[str, Payload] = {}
+        blobs = self.blobs
+        for channel, version in record.channel_versions.items():
+            payload = blobs.get((channel, version))
+            if payload is not None:
+                values[channel] = payload
+        return values
+
+    def ordered_writes(self, checkpoint_id: str) -> list[WriteRecord]:
+        """Pending writes of a checkpoint in ``(task_path, task_id, idx)`` order.
+
+        Runtime complexity: O(w log w) for its w writes.
+        """
+        stored = self.writes.get(checkpoint_id)
+        if not stored:
+            return []
+        return sorted(stored.values(), key=_sort_key)
+
+    def view(self, thread_id: str, namespace: str, record: CheckpointRecord) -> CheckpointView:
+        """A self-contained read of one checkpoint.
+
+        Runtime complexity: O(channels + w log w).
+        """
+        return CheckpointView(
+            thread_id=thread_id,
+            namespace=namespace,
+            record=record,
+            channel_values=self.channel_values(record),
+            writes=self.ordered_writes(record.checkpoint_id),
+        )
+
+    # --- planning (no mutation) ---------------------------------------------------
+
+    def state_size(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> int:
+        """Bytes of the whole state a read of ``record`` would return once stored.
+
+        Runtime complexity: O(channels of the checkpoint).
+        """
+        size = record.nbytes
+        for key in record.channel_versions.items():
+            blob = new_blobs[key] if key in new_blobs else self.blobs.get(key)
+            size += payload_size(blob)
+        return size
+
+    def checkpoint_growth(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> int:
+        """Bytes the namespace grows by if ``put_checkpoint`` stores these.
+
+        Runtime complexity: O(len(new_blobs)).
+        """
+        growth = record.nbytes
+        replaced = self.checkpoints.get(record.checkpoint_id)
+        if replaced is not None:
+            growth -= replaced.nbytes
+        for key, blob in new_blobs.items():
+            growth += payload_size(blob) - payload_size(self.blobs.get(key))
+        return growth
+
+    def new_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> dict[WriteKey, WriteRecord]:
+        """The writes ``put_writes`` would store: regular writes only if absent,
+        special (negative index) writes always, the last of a key winning.
+
+        Runtime complexity: O(len(writes)).
+        """
+        stored = self.writes.get(checkpoint_id, {})
+        accepted: dict[WriteKey, WriteRecord] = {}
+        for write in writes:
+            key = write.key
+            if write.idx >= 0 and key in stored:
+                continue
+            accepted[key] = write
+        return accepted
+
+    def writes_growth(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> int:
+        """Bytes the namespace grows by if ``put_writes`` stores ``accepted``.
+
+        Runtime complexity: O(len(accepted)).
+        """
+        stored = self.writes.get(checkpoint_id, {})
+        growth = 0
+        for key, write in accepted.items():
+            growth += write.nbytes
+            replaced = stored.get(key)
+            if replaced is not None:
+                growth -= replaced.nbytes
+        return growth
+
+    # --- mutation ------------------------------------------------------------------
+
+    def put_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> CheckpointRecord | None:
+        """Store a checkpoint and its new blobs; return the record it replaced.
+
+        Runtime complexity: O(log n + len(new_blobs)).
+        """
+        for key, blob in new_blobs.items():
+            self.put_blob(key, blob)
+        usage = self.usage
+        replaced = self.checkpoints.get(record.checkpoint_id)
+        if replaced is None:
+            usage.checkpoints += 1
+        else:
+            usage.nbytes -= replaced.nbytes
+        self.checkpoints[record.checkpoint_id] = record
+        usage.nbytes += record.nbytes
+        return replaced
+
+    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> None:
+        """Store writes chosen by ``new_writes``.
+
+        Runtime complexity: O(len(accepted)).
+        """
+        if not accepted:
+            return
+        stored = self.writes.setdefault(checkpoint_id, {})
+        usage = self.usage
+        for key, write in accepted.items():
+            replaced = stored.get(key)
+            if replaced is None:
+                usage.writes += 1
+            else:
+                usage.nbytes -= replaced.nbytes
+            stored[key] = write
+            usage.nbytes += write.nbytes
+
+    def remove_checkpoints(self, checkpoint_ids: Iterable[str]) -> list[CheckpointRecord]:
+        """Remove checkpoints with their writes, then every blob no survivor references.
+
+        Returns the removed records.
+
+        Runtime complexity: O(n * channels) for the blob sweep.
+        """
+        usage = self.usage
+        removed: list[CheckpointRecord] = []
+        for checkpoint_id in checkpoint_ids:
+            record = self.checkpoints.pop(checkpoint_id, None)
+            if record is None:
+                continue
+            removed.append(record)
+            usage.checkpoints -= 1
+            usage.nbytes -= record.nbytes
+            for write in self.writes.pop(checkpoint_id, {}).values():
+                usage.writes -= 1
+                usage.nbytes -= write.nbytes
+        if removed:
+            referenced = {key for record in self.checkpoints.values() for key in record.channel_versions.items()}
+            for key in [key for key in self.blobs if key not in referenced]:
+                usage.blobs -= 1
+                usage.nbytes -= payload_size(self.blobs.pop(key))
+        return removed
+
+    def absorb(self, other: Namespace) -> None:
+        """Add everything ``other`` holds, its records winning on equal keys.
+
+        Records are immutable, so they are shared, not copied.
+
+        Runtime complexity: O(size of other).
+        """
+        for key, blob in other.blobs.items():
+            self.put_blob(key, blob)
+        for record in other.checkpoints.values():
+            self.put_checkpoint(record, {})
+        for checkpoint_id, writes in other.writes.items():
+            self.put_writes(checkpoint_id, writes)
+
+    def put_blob(self, key: BlobKey, blob: Blob) -> None:
+        """Store one blob, replacing any at the same key. Runtime complexity: O(1)."""
+        old = self.blobs.get(key, _MISSING)
+        if old is _MISSING:
+            self.usage.blobs += 1
+        else:
+            self.usage.nbytes -= payload_size(old)  # type: ignore[arg-type]
+        self.blobs[key] = blob
+        self.usage.nbytes += payload_size(blob)
+
+    # --- consistency -----------------------------------------------------------------
+
+    def recount(self) -> Usage:
+        """Usage recomputed from scratch, for ``check()``. Runtime complexity: O(size)."""
+        writes = [w for stored in self.writes.values() for w in stored.values()]
+        return Usage(
+            nbytes=sum(r.nbytes for r in self.checkpoints.values())
+            + sum(w.nbytes for w in writes)
+            + sum(payload_size(b) for b in self.blobs.values()),
+            checkpoints=len(self.checkpoints),
+            writes=len(writes),
+            blobs=len(self.blobs),
+            namespaces=1,
+        )
+
+
+def _sort_key(write: WriteRecord) -> tuple[str, str, int]:
+    return write.sort_key
+
+
+EMPTY_NAMESPACE = Namespace()
+"""A namespace that is never mutated, for planning writes to a namespace not yet created."""

@@ -1,0 +1,141 @@
+"""What the store keeps: immutable records of opaque serialized payloads.
+
+The store never looks inside a payload. A payload is the ``(type_tag, data)``
+pair that a serializer produced; the store only measures ``data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Payload = tuple[str, bytes]
+"""A serialized value: the serializer's type tag and its bytes."""
+
+Version = str | int | float
+"""A channel version, opaque except for equality."""
+
+Blob = Payload | None
+"""A stored channel value; ``None`` marks a version whose channel held no value."""
+
+WriteKey = tuple[str, int]
+"""``(task_id, idx)``: the identity of one pending write of a checkpoint."""
+
+
+def payload_size(payload: Blob) -> int:
+    """Bytes counted for a payload: the length of its data (0 for no value).
+
+    Runtime complexity: O(1).
+    """
+    return 0 if payload is None else len(payload[1])
+
+
+def text_size(text: str) -> int:
+    """UTF-8 length of ``text``.
+
+    Runtime complexity: O(1) for ASCII text, O(length) otherwise.
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One stored checkpoint of one namespace.
+
+    Attributes:
+        checkpoint_id: Time-ordered id; the greatest id is the latest checkpoint.
+        parent_id: The checkpoint this one continues from, if any.
+        checkpoint: The serialized checkpoint without its channel values.
+        metadata: The serialized metadata.
+        channel_versions: Channel name to the version of its value in this
+            checkpoint; values live in the namespace's blobs.
+        run_id: The run that created the checkpoint, for ``delete_runs``.
+        delta_channels: Channels whose value at this checkpoint, when not stored
+            as a blob, must be rebuilt from ancestors' writes. Ancestry-aware
+            deletions (``prune``, ``delete_runs``) keep what they need.
+    """
+
+    checkpoint_id: str
+    parent_id: str | None
+    checkpoint: Payload
+    metadata: Payload
+    channel_versions: Mapping[str, Version]
+    run_id: str | None = None
+    delta_channels: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes counted for the record: serialized checkpoint plus metadata."""
+        return len(self.checkpoint[1]) + len(self.metadata[1])
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """One pending write, stored under the checkpoint its task ran from.
+
+    ``idx`` is the write's index in its batch, or a negative index for the
+    special channels that overwrite instead of being kept once.
+    """
+
+    task_id: str
+    idx: int
+    channel: str
+    value: Payload
+    task_path: str = ""
+
+    @property
+    def key(self) -> WriteKey:
+        return (self.task_id, self.idx)
+
+    @property
+    def sort_key(self) -> tuple[str, str, int]:
+        """``(task_path, task_id, idx)``: the order a super-step applies writes in."""
+        return (self.task_path, self.task_id, self.idx)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes counted: the serialized value plus the free-form task path."""
+        return len(self.value[1]) + text_size(self.task_path)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointView:
+    """A consistent read of one checkpoint, taken under the store's lock.
+
+    Attributes:
+        thread_id: The thread it belongs to.
+        namespace: Its namespace.
+        record: The stored record.
+        channel_values: Every non-empty channel value it references.
+        writes: Its pending writes in ``(task_path, task_id, idx)`` order.
+    """
+
+    thread_id: str
+    namespace: str
+    record: CheckpointRecord
+    channel_values: dict[str, Payload]
+    writes: list[WriteRecord]
+
+    @property
+    def nbytes(self) -> int:
+        """Serialized bytes a reader will deserialize for this view."""
+        return (
+            self.record.nbytes
+            + sum(len(p[1]) for p in self.channel_values.values())
+            + sum(len(w.value[1]) for w in self.writes)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHistory:
+    """What one channel contributed along a checkpoint's ancestor chain.
+
+    Attributes:
+        writes: The channel's writes, oldest first, in super-step order within
+            each ancestor.
+        seed: The non-empty value stored at the nearest ancestor that has one,
+            or ``None`` if the walk reached the root without one.
+    """
+
+    writes: list[WriteRecord]
+    seed: Payload | None

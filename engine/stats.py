@@ -1,0 +1,40 @@
+"""A snapshot of the store's counters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What the store holds and what its limits have done, at one instant.
+
+    Attributes:
+        threads: Threads stored.
+        namespaces: Namespaces stored, over all threads.
+        checkpoints: Checkpoints stored.
+        pending_writes: Pending writes stored.
+        blobs: Channel values stored (one per channel version, empty ones included).
+        total_bytes: Counted bytes: serialized checkpoints, metadata, channel
+            values and write values, plus write task paths.
+        max_total_bytes: The byte limit, for convenience.
+        evicted_threads: Threads evicted since creation (LRU, for threads or bytes).
+        evicted_for_threads: Of those, evicted to respect ``max_threads``.
+        evicted_for_bytes: Of those, evicted to respect ``max_total_bytes``.
+        expired_threads: Threads removed after ``idle_ttl_seconds`` unused.
+        rejections: Rejected operations since creation, by limit name.
+    """
+
+    threads: int
+    namespaces: int
+    checkpoints: int
+    pending_writes: int
+    blobs: int
+    total_bytes: int
+    max_total_bytes: float
+    evicted_threads: int
+    evicted_for_threads: int
+    evicted_for_bytes: int
+    expired_threads: int
+    rejections: Mapping[str, int] = field(default_factory=dict)

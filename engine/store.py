@@ -1,0 +1,622 @@
+"""The store: threads in least-recently-used order, limits, eviction and expiry."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from engine import ancestry
+from engine.errors import CheckpointCapacityError
+from engine.identifiers import check_identifier, check_namespace
+from engine.limits import StoreLimits
+from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace
+from engine.records import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.stats import StoreStats
+from engine.thread import Thread
+from engine.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRef:
+    """Where a listed checkpoint lives; ``Store.view`` turns it into a read."""
+
+    thread_id: str
+    namespace: str
+    record: CheckpointRecord
+
+
+class Store:
+    """Threads of checkpoints, pending writes and blobs, within ``StoreLimits``.
+
+    Threads sit in an ``OrderedDict`` in least-recently-used order, which is
+    also idle order: expiry pops from the front, and so does eviction. Every
+    total is kept incrementally, so evicting a whole thread is O(1)
+    bookkeeping plus freeing its objects, and ``stats()`` is O(1).
+
+    Every public method takes ``lock`` (re-entrant), so the store may be shared
+    by threads. Every operation first removes the threads whose idle time has
+    reached ``idle_ttl_seconds``. A rejected operation raises
+    ``CheckpointCapacityError`` and changes nothing else: no eviction, no
+    partial write, no change of LRU order. A read that finds nothing changes
+    nothing.
+
+    Args:
+        limits: The bounds to enforce; the reference defaults if omitted.
+        clock: Monotonic seconds, injectable for tests of expiry.
+    """
+
+    def __init__(
+        self,
+        limits: StoreLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits if limits is not None else StoreLimits()
+        self.clock = clock
+        self.lock = threading.RLock()
+        self._threads: OrderedDict[str, Thread] = OrderedDict()
+        self._runs: dict[str, set[str]] = {}
+        self._usage = Usage()
+        self._creation = itertools.count()
+        self._evicted_for_threads = 0
+        self._evicted_for_bytes = 0
+        self._expired = 0
+        self._rejections: Counter[str] = Counter()
+
+    # --- reads ---------------------------------------------------------------------
+
+    def get(self, thread_id: str, namespace: str, checkpoint_id: str | None = None) -> CheckpointView | None:
+        """Read one checkpoint, the latest of the namespace if no id is given.
+
+        Runtime complexity: O(1) to find it, plus O(channels + w log w) to read
+        its c channel values and w writes.
+        """
+        self._check_location(thread_id, namespace)
+        with self.lock:
+            now = self._expire()
+            thread, space = self._find(thread_id, namespace)
+            if space is None:
+                return None
+            record = space.latest() if checkpoint_id is None else space.get(checkpoint_id)
+            if record is None:
+                return None
+            self._touch(thread, now)
+            return space.view(thread_id, namespace, record)
+
+    def list(
+        self,
+        thread_id: str | None,
+        namespace: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointRef]:
+        """Checkpoints newest first within each namespace.
+
+        Args:
+            thread_id: The thread, or None for every thread in creation order.
+            namespace: Only this namespace, or None for all of them.
+            checkpoint_id: Only the checkpoint with this id.
+            before: Only checkpoints whose id sorts below this one.
+            limit: At most this many.
+
+        Runtime complexity: O(log n + k) per namespace for k checkpoints
+        returned; with ``thread_id=None``, O(T log T) more to order T threads.
+        """
+        if thread_id is not None:
+            check_identifier("thread_id", thread_id, self.limits)
+        with self.lock:
+            now = self._expire()
+            if thread_id is None:
+                threads = sorted(self._threads.values(), key=lambda t: t.created)
+            else:
+                found = self._threads.get(thread_id)
+                threads = [found] if found is not None else []
+            refs = self._collect(threads, namespace, checkpoint_id, before, limit)
+            if thread_id is not None and refs:
+                self._touch(threads[0], now)
+            return refs
+
+    def _collect(
+        self,
+        threads: Iterable[Thread],
+        namespace: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        limit: int | None,
+    ) -> list[CheckpointRef]:
+        refs: list[CheckpointRef] = []
+        if limit is not None and limit <= 0:
+            return refs
+        for thread in threads:
+            for name, space in thread.namespaces.items():
+                if namespace is not None and name != namespace:
+                    continue
+                for found_id in self._matching_ids(space, checkpoint_id, before):
+                    refs.append(CheckpointRef(thread.thread_id, name, space.checkpoints[found_id]))
+                    if len(refs) == limit:
+                        return refs
+        return refs
+
+    def view(self, ref: CheckpointRef) -> CheckpointView | None:
+        """Read a listed checkpoint, or None if it was removed since it was listed.
+
+        Runtime complexity: O(channels + w log w).
+        """
+        with self.lock:
+            _, space = self._find(ref.thread_id, ref.namespace)
+            if space is None or space.get(ref.record.checkpoint_id) is not ref.record:
+                return None
+            return space.view(ref.thread_id, ref.namespace, ref.record)
+
+    def delta_history(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str | None,
+        channels: Sequence[str],
+    ) -> dict[str, ChannelHistory]:
+        """Writes and seed of each channel along a checkpoint's ancestor chain.
+
+        See ``engine.ancestry.delta_history``. Runtime complexity: O(a * (c + w
+        log w)) for the a ancestors walked, never more than the thread holds.
+        """
+        self._check_location(thread_id, namespace)
+        with self.lock:
+            now = self._expire()
+            thread, space = self._find(thread_id, namespace)
+            target = None
+            if space is not None:
+                target = space.latest() if checkpoint_id is None else space.get(checkpoint_id)
+            if target is None:
+                return ancestry.delta_history(EMPTY_NAMESPACE, None, channels)
+            self._touch(thread, now)
+            return ancestry.delta_history(space, target, channels)
+
+    # --- writes ----------------------------------------------------------------------
+
+    def put_checkpoint(
+        self,
+        thread_id: str,
+        namespace: str,
+        record: CheckpointRecord,
+        new_blobs: Mapping[BlobKey, Blob],
+    ) -> None:
+        """Store a checkpoint and the channel values that changed with it.
+
+        Raises:
+            ValueError: An identifier is invalid.
+            CheckpointCapacityError: ``max_namespaces_per_thread``,
+                ``max_checkpoints_per_thread``, ``max_checkpoint_bytes`` or
+                ``max_total_bytes`` would be exceeded.
+
+        Runtime complexity: O(log n + c) for c channels, plus O(1) per thread
+        evicted.
+        """
+        limits = self.limits
+        self._check_location(thread_id, namespace)
+        check_identifier("checkpoint_id", record.checkpoint_id, limits)
+        if record.parent_id is not None:
+            check_identifier("parent checkpoint_id", record.parent_id, limits)
+        for channel, version in new_blobs:
+            check_identifier("channel", channel, limits)
+            _check_version(channel, version, limits)
+        with self.lock:
+            now = self._expire()
+            thread = self._threads.get(thread_id)
+            space = self._namespace_for_write(thread, thread_id, namespace)
+            if record.checkpoint_id not in space.checkpoints:
+                count = (thread.usage.checkpoints if thread else 0) + 1
+                if count > limits.max_checkpoints_per_thread:
+                    self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
+            size = space.state_size(record, new_blobs)
+            if size > limits.max_checkpoint_bytes:
+                self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
+            growth = space.checkpoint_growth(record, new_blobs)
+            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [])
+            thread = self._use(thread_id, now)
+            before = thread.usage.copy()
+            replaced = thread.change(namespace, lambda s: s.put_checkpoint(record, new_blobs))
+            self._count_run(thread, replaced, -1)
+            self._count_run(thread, record, +1)
+            self._usage = self._usage + (thread.usage - before)
+
+    def put_writes(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRecord],
+    ) -> None:
+        """Store a task's pending writes under the checkpoint it ran from.
+
+        The checkpoint need not be stored yet. A regular write is kept once per
+        ``(task_id, idx)``; a special write (negative ``idx``) replaces.
+
+        Raises:
+            ValueError: An identifier is invalid.
+            CheckpointCapacityError: ``max_pending_write_bytes``,
+                ``max_namespaces_per_thread`` or ``max_total_bytes`` would be
+                exceeded.
+
+        Runtime complexity: O(len(writes)), plus O(1) per thread evicted.
+        """
+        limits = self.limits
+        self._check_location(thread_id, namespace)
+        check_identifier("checkpoint_id", checkpoint_id, limits)
+        for write in writes:
+            check_identifier("task_id", write.task_id, limits)
+            check_identifier("channel", write.channel, limits)
+            if not isinstance(write.task_path, str):
+                raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
+        batch = sum(write.nbytes for write in writes)
+        with self.lock:
+            now = self._expire()
+            if batch > limits.max_pending_write_bytes:
+                self._reject("max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
+            if not writes:
+                return
+            thread = self._threads.get(thread_id)
+            space = self._namespace_for_write(thread, thread_id, namespace)
+            accepted = space.new_writes(checkpoint_id, writes)
+            growth = space.writes_growth(checkpoint_id, accepted)
+            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [])
+            thread = self._use(thread_id, now)
+            before = thread.usage.copy()
+            thread.change(namespace, lambda s: s.put_writes(checkpoint_id, accepted))
+            self._usage = self._usage + (thread.usage - before)
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Remove a thread whole; return whether it existed.
+
+        Runtime complexity: O(1) bookkeeping plus freeing the thread's objects.
+        """
+        check_identifier("thread_id", thread_id, self.limits)
+        with self.lock:
+            self._expire()
+            thread = self._threads.get(thread_id)
+            if thread is None:
+                return False
+            self._drop(thread)
+            return True
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Remove the checkpoints created by these runs, with their writes.
+
+        An ancestor that a surviving checkpoint needs to rebuild a delta channel
+        is kept (see ``engine.ancestry.required_ancestors``). Blobs no surviving
+        checkpoint references are freed. Returns how many checkpoints went.
+
+        Runtime complexity: O(size of the threads holding those runs); other
+        threads are not visited.
+        """
+        runs = set(run_ids)
+        with self.lock:
+            self._expire()
+            thread_ids = sorted(set().union(*(self._runs.get(run, ()) for run in runs)))
+            removed = 0
+            for thread_id in thread_ids:
+                thread = self._threads[thread_id]
+                for name, space in list(thread.namespaces.items()):
+                    doomed = {cid for cid, r in space.checkpoints.items() if r.run_id in runs}
+                    if not doomed:
+                        continue
+                    survivors = [r for cid, r in space.checkpoints.items() if cid not in doomed]
+                    doomed -= ancestry.required_ancestors(space, survivors)
+                    removed += self._remove_checkpoints(thread, name, doomed)
+            return removed
+
+    def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
+        """Keep only the latest checkpoint of each namespace, or delete the threads.
+
+        With ``keep_latest``, the latest checkpoint of each namespace is kept
+        with its writes and every ancestor it needs to rebuild a delta channel;
+        the rest goes, and so do blobs nothing kept references.
+
+        Runtime complexity: O(size of the named threads).
+        """
+        ids = [check_identifier("thread_id", tid, self.limits) for tid in thread_ids]
+        with self.lock:
+            self._expire()
+            for thread_id in ids:
+                thread = self._threads.get(thread_id)
+                if thread is None:
+                    continue
+                if not keep_latest:
+                    self._drop(thread)
+                    continue
+                for name, space in list(thread.namespaces.items()):
+                    latest = space.latest()
+                    if latest is None:
+                        continue
+                    keep = ancestry.required_ancestors(space, [latest])
+                    keep.add(latest.checkpoint_id)
+                    self._remove_checkpoints(thread, name, [c for c in space.checkpoints if c not in keep])
+
+    def copy_thread(self, source_id: str, target_id: str) -> None:
+        """Copy every namespace, checkpoint, write and blob of one thread into another.
+
+        Records already in the target stay unless the source has the same key,
+        which wins. A missing source copies nothing. The target's bytes are
+        counted in full even though it shares immutable payloads with the source,
+        so that evicting either frees what the accounting says.
+
+        Raises:
+            CheckpointCapacityError: The target would exceed a per-thread limit,
+                or there is no room for it without evicting the source.
+
+        Runtime complexity: O(size of both threads), plus O(1) per thread evicted.
+        """
+        limits = self.limits
+        check_identifier("source thread_id", source_id, limits)
+        check_identifier("target thread_id", target_id, limits)
+        with self.lock:
+            now = self._expire()
+            source = self._threads.get(source_id)
+            if source is None or source_id == target_id:
+                return
+            target = self._threads.get(target_id)
+            created = target.created if target is not None else None
+            merged = Thread(target_id, now=now, created=-1)
+            if target is not None:
+                merged.absorb(target)
+            merged.absorb(source)
+            if len(merged.namespaces) > limits.max_namespaces_per_thread:
+                self._reject(
+                    "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
+                )
+            if merged.usage.checkpoints > limits.max_checkpoints_per_thread:
+                self._reject(
+                    "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.usage.checkpoints, target_id
+                )
+            kept_before = target.usage.nbytes if target is not None else 0
+            self._make_room(
+                merged.usage.nbytes - kept_before,
+                adds_thread=target is None,
+                keep=[source] + ([target] if target is not None else []),
+            )
+            if target is not None:
+                self._drop(target)
+            merged.created = created if created is not None else next(self._creation)
+            self._threads[target_id] = merged
+            self._usage = self._usage + merged.usage
+            for run_id in merged.runs:
+                self._runs.setdefault(run_id, set()).add(target_id)
+            self._touch(source, now)
+            self._touch(merged, now)
+
+    def purge_expired(self) -> int:
+        """Remove every thread idle for ``idle_ttl_seconds``; return how many.
+
+        Runtime complexity: O(expired threads): they are at the front of the LRU order.
+        """
+        with self.lock:
+            before = self._expired
+            self._expire()
+            return self._expired - before
+
+    def clear(self) -> None:
+        """Remove every thread (not counted as eviction). Runtime complexity: O(1) + freeing."""
+        with self.lock:
+            self._threads.clear()
+            self._runs.clear()
+            self._usage = Usage()
+
+    # --- observation ---------------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Counters of the store. Runtime complexity: O(1) (plus the rejection table)."""
+        with self.lock:
+            usage = self._usage
+            return StoreStats(
+                threads=len(self._threads),
+                namespaces=usage.namespaces,
+                checkpoints=usage.checkpoints,
+                pending_writes=usage.writes,
+                blobs=usage.blobs,
+                total_bytes=usage.nbytes,
+                max_total_bytes=self.limits.max_total_bytes,
+                evicted_threads=self._evicted_for_threads + self._evicted_for_bytes,
+                evicted_for_threads=self._evicted_for_threads,
+                evicted_for_bytes=self._evicted_for_bytes,
+                expired_threads=self._expired,
+                rejections=dict(self._rejections),
+            )
+
+    def thread_ids(self) -> list[str]:
+        """Thread ids from least to most recently used. Runtime complexity: O(T)."""
+        with self.lock:
+            return list(self._threads)
+
+    def check(self) -> None:
+        """Assert every invariant of the store; raise ``AssertionError`` on the first broken one.
+
+        Checks that totals equal a recount at every level, that the LRU index
+        equals the thread map and is in idle order, that no thread or namespace
+        is empty, that the run index matches the records, that checkpoint and
+        write keys match their records, and that the limits hold.
+
+        Runtime complexity: O(size of the store).
+        """
+        with self.lock:
+            limits = self.limits
+            total = Usage()
+            runs: dict[str, set[str]] = {}
+            previous_use = float("-inf")
+            for thread_id, thread in self._threads.items():
+                _require(thread.thread_id == thread_id, f"LRU key {thread_id!r} holds thread {thread.thread_id!r}")
+                _require(thread.last_used >= previous_use, f"thread {thread_id!r} is out of LRU order")
+                previous_use = thread.last_used
+                _require(bool(thread.namespaces), f"thread {thread_id!r} is empty")
+                for name, space in thread.namespaces.items():
+                    _check_namespace(thread_id, name, space)
+                _require(thread.usage == thread.recount(), f"thread {thread_id!r} totals drift")
+                counted = Counter(
+                    r.run_id for s in thread.namespaces.values() for r in s.checkpoints.values() if r.run_id is not None
+                )
+                _require(thread.runs == counted, f"thread {thread_id!r} run counts drift")
+                for run_id in counted:
+                    runs.setdefault(run_id, set()).add(thread_id)
+                _require(
+                    len(thread.namespaces) <= limits.max_namespaces_per_thread,
+                    f"thread {thread_id!r} exceeds max_namespaces_per_thread",
+                )
+                _require(
+                    thread.usage.checkpoints <= limits.max_checkpoints_per_thread,
+                    f"thread {thread_id!r} exceeds max_checkpoints_per_thread",
+                )
+                total = total + thread.usage
+            _require(total == self._usage, f"store totals drift: kept {self._usage}, recounted {total}")
+            _require(runs == self._runs, "run index drifts from the records")
+            _require(len(self._threads) <= limits.max_threads, "max_threads exceeded")
+            _require(self._usage.nbytes <= limits.max_total_bytes, "max_total_bytes exceeded")
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _check_location(self, thread_id: str, namespace: str) -> None:
+        check_identifier("thread_id", thread_id, self.limits)
+        check_namespace(namespace, self.limits)
+
+    def _find(self, thread_id: str, namespace: str) -> tuple[Thread | None, Namespace | None]:
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return None, None
+        return thread, thread.namespaces.get(namespace)
+
+    @staticmethod
+    def _matching_ids(space: Namespace, checkpoint_id: str | None, before: str | None) -> Iterable[str]:
+        if checkpoint_id is None:
+            return space.ids_newest_first(before)
+        if checkpoint_id in space.checkpoints and (before is None or checkpoint_id < before):
+            return (checkpoint_id,)
+        return ()
+
+    def _namespace_for_write(self, thread: Thread | None, thread_id: str, namespace: str) -> Namespace:
+        """The namespace a write goes to, or an empty stand-in if it must be created.
+
+        Rejects the write if creating it would exceed ``max_namespaces_per_thread``.
+        """
+        if thread is not None and (space := thread.namespaces.get(namespace)) is not None:
+            return space
+        count = (len(thread.namespaces) if thread is not None else 0) + 1
+        if count > self.limits.max_namespaces_per_thread:
+            self._reject("max_namespaces_per_thread", self.limits.max_namespaces_per_thread, count, thread_id)
+        return EMPTY_NAMESPACE
+
+    def _make_room(self, growth: int, *, adds_thread: bool, keep: Sequence[Thread]) -> None:
+        """Evict least-recently-used threads, never those in ``keep``, so that the
+        store can grow by ``growth`` bytes (and one thread if ``adds_thread``).
+
+        Decides feasibility first and rejects without evicting anyone.
+        """
+        limits = self.limits
+        kept_bytes = sum(thread.usage.nbytes for thread in keep) + growth
+        if kept_bytes > limits.max_total_bytes:
+            thread_id = keep[0].thread_id if keep else None
+            self._reject("max_total_bytes", limits.max_total_bytes, kept_bytes, thread_id)
+        if adds_thread and len(keep) + 1 > limits.max_threads:
+            self._reject("max_threads", limits.max_threads, len(keep) + 1, keep[0].thread_id)
+        for thread in keep:
+            self._threads.move_to_end(thread.thread_id)
+        threads = self._threads
+        while True:
+            for_threads = adds_thread and len(threads) + 1 > limits.max_threads
+            if not for_threads and self._usage.nbytes + growth <= limits.max_total_bytes:
+                return
+            self._drop(next(iter(threads.values())))
+            if for_threads:
+                self._evicted_for_threads += 1
+            else:
+                self._evicted_for_bytes += 1
+
+    def _use(self, thread_id: str, now: float) -> Thread:
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            thread = self._threads[thread_id] = Thread(thread_id, now=now, created=next(self._creation))
+        self._touch(thread, now)
+        return thread
+
+    def _touch(self, thread: Thread | None, now: float) -> None:
+        if thread is None:
+            return
+        thread.last_used = max(thread.last_used, now)
+        self._threads.move_to_end(thread.thread_id)
+
+    def _expire(self) -> float:
+        now = self.clock()
+        ttl = self.limits.idle_ttl_seconds
+        threads = self._threads
+        while threads:
+            oldest = next(iter(threads.values()))
+            if now - oldest.last_used < ttl:
+                break
+            self._drop(oldest)
+            self._expired += 1
+        return now
+
+    def _drop(self, thread: Thread) -> None:
+        del self._threads[thread.thread_id]
+        self._usage = self._usage - thread.usage
+        for run_id in thread.runs:
+            self._unindex_run(run_id, thread.thread_id)
+
+    def _remove_checkpoints(self, thread: Thread, namespace: str, checkpoint_ids: Iterable[str]) -> int:
+        before = thread.usage.copy()
+        removed = thread.change(namespace, lambda s: s.remove_checkpoints(checkpoint_ids))
+        for record in removed:
+            self._count_run(thread, record, -1)
+        self._usage = self._usage + (thread.usage - before)
+        if not thread.namespaces:
+            self._drop(thread)
+        return len(removed)
+
+    def _count_run(self, thread: Thread, record: CheckpointRecord | None, delta: int) -> None:
+        run_id = thread.count_run(record, delta)
+        if run_id is None:
+            return
+        if run_id in thread.runs:
+            self._runs.setdefault(run_id, set()).add(thread.thread_id)
+        else:
+            self._unindex_run(run_id, thread.thread_id)
+
+    def _unindex_run(self, run_id: str, thread_id: str) -> None:
+        holders = self._runs.get(run_id)
+        if holders is not None:
+            holders.discard(thread_id)
+            if not holders:
+                del self._runs[run_id]
+
+    def _reject(self, limit: str, limit_value: float, needed: float, thread_id: str | None) -> None:
+        self._rejections[limit] += 1
+        raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
+
+
+def _check_version(channel: str, version: object, limits: StoreLimits) -> None:
+    if isinstance(version, bool) or not isinstance(version, (str, int, float)):
+        raise ValueError(f"version of channel {channel!r} must be str, int or float, got {type(version).__name__}")
+    if isinstance(version, str):
+        check_identifier(f"version of channel {channel!r}", version, limits)
+
+
+def _check_namespace(thread_id: str, name: str, space: Namespace) -> None:
+    where = f"thread {thread_id!r} namespace {name!r}"
+    _require(not space.is_empty(), f"{where} is empty")
+    _require(space.usage == space.recount(), f"{where} totals drift")
+    for checkpoint_id, record in space.checkpoints.items():
+        _require(
+            record.checkpoint_id == checkpoint_id, f"{where} files {record.checkpoint_id!r} under {checkpoint_id!r}"
+        )
+    for stored in space.writes.values():
+        _require(bool(stored), f"{where} keeps an empty write set")
+        for key, write in stored.items():
+            _require(write.key == key, f"{where} files write {write.key!r} under {key!r}")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)

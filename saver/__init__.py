@@ -1,0 +1,21 @@
+"""A bounded, drop-in in-memory checkpointer for LangGraph.
+
+```python
+from saver import InMemorySaver, InMemoryCheckpointConfig
+
+checkpointer = InMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
+graph = builder.compile(checkpointer=checkpointer)
+```
+"""
+
+from engine import CheckpointCapacityError, StoreStats
+from saver.config import InMemoryCheckpointConfig
+from saver.saver import BoundedInMemorySaver, InMemorySaver
+
+__all__ = [
+    "BoundedInMemorySaver",
+    "CheckpointCapacityError",
+    "InMemoryCheckpointConfig",
+    "InMemorySaver",
+    "StoreStats",
+]

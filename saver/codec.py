@@ -1,0 +1,134 @@
+"""Translation between LangGraph's values and the engine's serialized records.
+
+Every value is serialized exactly once on the way in, and every read
+deserializes fresh objects, so no caller ever holds an object the store keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+    SerializerProtocol,
+    get_checkpoint_metadata,
+)
+
+from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from saver.locations import Location
+
+DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
+"""Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
+
+_NO_DELTA_CHANNELS: frozenset[str] = frozenset()
+
+
+def encode_checkpoint(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    parent_id: str | None,
+) -> tuple[CheckpointRecord, dict[tuple[str, Any], Blob]]:
+    """The record and new blobs for ``put``, laid out as the stock saver lays them out.
+
+    A channel in ``new_versions`` without a value gets an empty blob (``None``).
+    The metadata is merged with the config's (``get_checkpoint_metadata``): that
+    is where ``run_id`` comes from. Its ``counters_since_delta_snapshot`` names
+    the DeltaChannels whose value this checkpoint does not store, which the
+    engine's ancestry-aware deletions must keep rebuildable.
+    """
+    skeleton = dict(checkpoint)
+    values: dict[str, Any] = skeleton.pop("channel_values")
+    blobs: dict[tuple[str, Any], Blob] = {
+        (channel, version): serde.dumps_typed(values[channel]) if channel in values else None
+        for channel, version in new_versions.items()
+    }
+    merged = get_checkpoint_metadata(config, metadata)
+    run_id = merged.get("run_id")
+    counters = merged.get(DELTA_COUNTERS_KEY)
+    record = CheckpointRecord(
+        checkpoint_id=checkpoint["id"],
+        parent_id=parent_id,
+        checkpoint=serde.dumps_typed(skeleton),
+        metadata=serde.dumps_typed(merged),
+        channel_versions=dict(checkpoint["channel_versions"]),
+        run_id=None if run_id is None else str(run_id),
+        delta_channels=frozenset(counters) if counters else _NO_DELTA_CHANNELS,
+    )
+    return record, blobs
+
+
+def encode_writes(
+    serde: SerializerProtocol,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> list[WriteRecord]:
+    """Write records for ``put_writes``; special channels get their negative index."""
+    return [
+        WriteRecord(
+            task_id=task_id,
+            idx=WRITES_IDX_MAP.get(channel, idx),
+            channel=channel,
+            value=serde.dumps_typed(value),
+            task_path=task_path,
+        )
+        for idx, (channel, value) in enumerate(writes)
+    ]
+
+
+def decode_view(
+    serde: SerializerProtocol,
+    view: CheckpointView,
+    metadata: CheckpointMetadata | None = None,
+) -> CheckpointTuple:
+    """The ``CheckpointTuple`` of a read, built from fresh objects.
+
+    ``metadata`` may be passed when the caller already deserialized it.
+    """
+    record = view.record
+    checkpoint = serde.loads_typed(record.checkpoint)
+    checkpoint["channel_values"] = {
+        channel: serde.loads_typed(payload) for channel, payload in view.channel_values.items()
+    }
+    location = Location(view.thread_id, view.namespace, record.checkpoint_id)
+    return CheckpointTuple(
+        config=location.to_config(),
+        checkpoint=checkpoint,
+        metadata=serde.loads_typed(record.metadata) if metadata is None else metadata,
+        parent_config=location.to_config(record.parent_id) if record.parent_id else None,
+        pending_writes=decode_writes(serde, view.writes),
+    )
+
+
+def decode_writes(serde: SerializerProtocol, writes: Sequence[WriteRecord]) -> list[PendingWrite]:
+    """``(task_id, channel, value)`` triples in the order given."""
+    return [(write.task_id, write.channel, serde.loads_typed(write.value)) for write in writes]
+
+
+def decode_histories(
+    serde: SerializerProtocol, histories: Mapping[str, ChannelHistory]
+) -> dict[str, DeltaChannelHistory]:
+    """``get_delta_channel_history``'s answer from the engine's walk."""
+    result: dict[str, DeltaChannelHistory] = {}
+    for channel, history in histories.items():
+        entry: DeltaChannelHistory = {"writes": decode_writes(serde, history.writes)}
+        if history.seed is not None:
+            entry["seed"] = serde.loads_typed(history.seed)
+        result[channel] = entry
+    return result
+
+
+def history_bytes(histories: Mapping[str, ChannelHistory]) -> int:
+    """Serialized bytes ``decode_histories`` would deserialize."""
+    return sum(sum(len(w.value[1]) for w in h.writes) + (len(h.seed[1]) if h.seed else 0) for h in histories.values())

@@ -1,0 +1,92 @@
+"""Reading thread, namespace and checkpoint ids out of LangGraph configs.
+
+Thread ids are normalized the way LangGraph's persistent savers store them,
+with ``str()``: LangGraph accepts ``str``, ``int`` and ``UUID`` thread ids, and
+``1`` and ``"1"`` name the same thread. The engine then validates the strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from langchain_core.runnables import RunnableConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a config points: a thread, a namespace and maybe a checkpoint."""
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str | None
+
+    def to_config(self, checkpoint_id: str | None = None) -> RunnableConfig:
+        """The config LangGraph expects back for a stored checkpoint."""
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": self.namespace,
+                "checkpoint_id": checkpoint_id or self.checkpoint_id,
+            }
+        }
+
+
+def normalize_id(field: str, value: object) -> str:
+    """``str`` of a thread or run id given as ``str``, ``int`` or ``UUID``.
+
+    Raises:
+        ValueError: ``value`` is another type (``None`` and ``bool`` included).
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, UUID) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise ValueError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
+
+
+def configurable(config: object) -> Mapping[str, Any]:
+    """``config["configurable"]``, checked to be a mapping."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a mapping with a 'configurable' mapping, got {type(config).__name__}")
+    section = config.get("configurable")
+    if not isinstance(section, Mapping):
+        raise ValueError(f"config['configurable'] must be a mapping, got {type(section).__name__}")
+    return section
+
+
+def locate(config: RunnableConfig) -> Location:
+    """The location a config names. A missing namespace is the root namespace ``""``.
+
+    Raises:
+        ValueError: The config is not a mapping, has no ``thread_id``, or a
+            namespace or checkpoint id that is not a string.
+    """
+    section = configurable(config)
+    if "thread_id" not in section:
+        raise ValueError("config['configurable']['thread_id'] is required")
+    return Location(
+        thread_id=normalize_id("thread_id", section["thread_id"]),
+        namespace=namespace_of(section) or "",
+        checkpoint_id=checkpoint_id_of(section),
+    )
+
+
+def namespace_of(section: Mapping[str, Any]) -> str | None:
+    """``checkpoint_ns`` of a configurable section, or None when absent."""
+    namespace = section.get("checkpoint_ns")
+    if namespace is not None and not isinstance(namespace, str):
+        raise ValueError(f"checkpoint_ns must be a string, got {type(namespace).__name__}")
+    return namespace
+
+
+def checkpoint_id_of(section: Mapping[str, Any]) -> str | None:
+    """``checkpoint_id`` of a configurable section, or None when absent or empty."""
+    checkpoint_id = section.get("checkpoint_id")
+    if not checkpoint_id:
+        return None
+    if not isinstance(checkpoint_id, str):
+        raise ValueError(f"checkpoint_id must be a string, got {type(checkpoint_id).__name__}")
+    return checkpoint_id

@@ -1,0 +1,417 @@
+"""``BoundedInMemorySaver``: LangGraph's checkpointer interface over the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    SerializerProtocol,
+)
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from engine import CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats
+from saver import codec
+from saver.config import InMemoryCheckpointConfig
+from saver.locations import Location, checkpoint_id_of, configurable, locate, namespace_of, normalize_id
+from saver.offload import estimate_exceeds
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+
+class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
+    """An in-memory checkpointer with limits, LRU eviction and idle expiry.
+
+    A drop-in for LangGraph's ``InMemorySaver``: pass it to
+    ``graph.compile(checkpointer=...)``. State lives as long as the process.
+    Threads are evicted or expired whole, never in part; an operation that
+    would exceed a limit raises ``CheckpointCapacityError`` and changes nothing.
+
+    All state lives in one ``engine.Store`` (``self.store``), so the shallow
+    copies LangGraph makes with ``with_allowlist()`` share it, lock included.
+    Sync methods may be called from any thread.
+
+    Args:
+        config: Limits and settings; the reference defaults if omitted.
+        serde: Serializer; ``JsonPlusSerializer(pickle_fallback=False)`` if omitted.
+        clock: Monotonic seconds for idle expiry; inject one to drive time in tests.
+
+    Example:
+        ```python
+        checkpointer = InMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
+        graph = builder.compile(checkpointer=checkpointer)
+        ```
+    """
+
+    def __init__(
+        self,
+        *,
+        config: InMemoryCheckpointConfig | None = None,
+        serde: SerializerProtocol | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
+        if config is None:
+            config = InMemoryCheckpointConfig()
+        elif not isinstance(config, StoreLimits):
+            raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+        if not callable(clock):
+            raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
+        self.config = config
+        self.store = Store(config, clock=clock)
+
+    # --- context managers (nothing to open or close) ---------------------------------------
+
+    def __enter__(self) -> BoundedInMemorySaver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def __aenter__(self) -> BoundedInMemorySaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
+
+    # --- observation and maintenance ------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Counters of what is stored and what the limits did.
+
+        Runtime complexity: O(1).
+        """
+        return self.store.stats()
+
+    def purge_expired(self) -> int:
+        """Remove every thread idle for ``idle_ttl_seconds``; return how many.
+
+        Runtime complexity: O(expired threads).
+        """
+        return self.store.purge_expired()
+
+    def clear(self) -> None:
+        """Remove every thread. Runtime complexity: O(1) plus freeing them."""
+        self.store.clear()
+
+    def check(self) -> None:
+        """Assert the engine's invariants (for tests and post-mortems).
+
+        Runtime complexity: O(size of the store).
+        """
+        self.store.check()
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint a config names, or the latest of its thread and namespace.
+
+        Runtime complexity: O(1) to find it plus deserializing it.
+        """
+        view = self._get_view(config)
+        return None if view is None else codec.decode_view(self.serde, view)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints matching the criteria, newest first within each namespace.
+
+        ``config=None`` lists every thread. A config without ``checkpoint_ns``
+        lists every namespace of its thread. The matches are fixed when
+        iteration starts; a checkpoint deleted while the caller iterates is
+        skipped, and every tuple yielded is whole.
+
+        Runtime complexity: O(log n + k) for k results without ``filter``; with
+        ``filter``, every candidate's metadata is deserialized.
+        """
+        refs = self._list_refs(config, before=before, limit=None if filter else limit)
+        yielded = 0
+        for ref in refs:
+            if limit is not None and yielded >= limit:
+                return
+            matched = self._read_listed(ref, filter)
+            if matched is not None:
+                yield codec.decode_view(self.serde, *matched)
+                yielded += 1
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes and seed along the checkpoint's parent chain.
+
+        A direct walk of the engine's parent links: each ancestor is visited once
+        for all channels.
+
+        Runtime complexity: O(ancestors walked * (channels + writes)).
+        """
+        if not channels:
+            return {}
+        location = locate(config)
+        histories = self.store.delta_history(
+            location.thread_id, location.namespace, location.checkpoint_id, list(channels)
+        )
+        return codec.decode_histories(self.serde, histories)
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; the config's ``checkpoint_id`` is its parent.
+
+        Raises:
+            CheckpointCapacityError: A limit would be exceeded; nothing changed.
+            ValueError: An identifier or the config is invalid.
+
+        Runtime complexity: O(log n + channels) plus serializing the new values;
+        O(1) more per thread evicted.
+        """
+        location = locate(config)
+        record, blobs = codec.encode_checkpoint(
+            self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
+        )
+        self.store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
+        return location.to_config(record.checkpoint_id)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes under the config's checkpoint (which may not be stored yet).
+
+        Raises:
+            CheckpointCapacityError: A limit would be exceeded; nothing changed.
+            ValueError: An identifier or the config is invalid.
+
+        Runtime complexity: O(len(writes)) plus serializing them.
+        """
+        location = locate(config)
+        if location.checkpoint_id is None:
+            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        records = codec.encode_writes(self.serde, writes, task_id, task_path)
+        self.store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread with all its namespaces, checkpoints, writes and blobs.
+
+        Runtime complexity: O(1) bookkeeping plus freeing the thread; no other
+        thread is visited.
+        """
+        self.store.delete_thread(normalize_id("thread_id", thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) created by these runs.
+
+        Ancestors that a surviving checkpoint needs to rebuild a ``DeltaChannel``
+        are kept.
+
+        Runtime complexity: O(size of the threads holding those runs).
+        """
+        self.store.delete_runs([normalize_id("run_id", run_id) for run_id in run_ids])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob of a thread, all namespaces, to another.
+
+        The whole parent chain is copied, so ``DeltaChannel`` state rebuilds on
+        the target as on the source.
+
+        Raises:
+            CheckpointCapacityError: The copy does not fit; nothing changed.
+
+        Runtime complexity: O(size of both threads).
+        """
+        self.store.copy_thread(
+            normalize_id("source_thread_id", source_thread_id),
+            normalize_id("target_thread_id", target_thread_id),
+        )
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads: ``"keep_latest"`` per namespace, or ``"delete"`` them.
+
+        ``keep_latest`` also keeps the ancestors (and their writes) that the
+        latest checkpoint needs to rebuild its ``DeltaChannel`` values.
+
+        Raises:
+            ValueError: Unknown strategy.
+
+        Runtime complexity: O(size of the named threads).
+        """
+        if strategy not in PRUNE_STRATEGIES:
+            raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
+        ids = [normalize_id("thread_id", thread_id) for thread_id in thread_ids]
+        self.store.prune(ids, keep_latest=strategy == "keep_latest")
+
+    def get_next_version(self, current: str | int | None, channel: None) -> str:
+        """The stock saver's version format: a zero-padded counter and a random suffix.
+
+        The random suffix keeps a fork from an old checkpoint from overwriting
+        the other branch's blobs. Runtime complexity: O(1).
+        """
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # --- async twins ------------------------------------------------------------------------------
+    # Engine work is short and bounded, so it runs on the event loop. Serializing
+    # or deserializing a large payload does not: above `async_offload_bytes` it
+    # moves to a worker thread (see saver.offload for why and how it is measured).
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
+        view = self._get_view(config)
+        return None if view is None else await self._decode(view)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async ``list``; deserializes large checkpoints in a worker thread."""
+        refs = self._list_refs(config, before=before, limit=None if filter else limit)
+        yielded = 0
+        for ref in refs:
+            if limit is not None and yielded >= limit:
+                return
+            matched = self._read_listed(ref, filter)
+            if matched is not None:
+                yield await self._decode(*matched)
+                yielded += 1
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async ``get_delta_channel_history``."""
+        if not channels:
+            return {}
+        location = locate(config)
+        histories = self.store.delta_history(
+            location.thread_id, location.namespace, location.checkpoint_id, list(channels)
+        )
+        if codec.history_bytes(histories) > self.config.async_offload_bytes:
+            return await asyncio.to_thread(codec.decode_histories, self.serde, histories)
+        return codec.decode_histories(self.serde, histories)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async ``put``; serializes large new values in a worker thread."""
+        values = checkpoint.get("channel_values", {})
+        fresh = [values[channel] for channel in new_versions if channel in values]
+        if estimate_exceeds(fresh, self.config.async_offload_bytes):
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async ``put_writes``; serializes large writes in a worker thread."""
+        if estimate_exceeds([value for _, value in writes], self.config.async_offload_bytes):
+            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        return self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async ``delete_thread``."""
+        self.delete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async ``delete_for_runs``, in a worker thread: it walks whole threads."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async ``copy_thread``, in a worker thread: it copies a whole thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async ``prune``, in a worker thread: it walks whole threads."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _get_view(self, config: RunnableConfig) -> CheckpointView | None:
+        location = locate(config)
+        return self.store.get(location.thread_id, location.namespace, location.checkpoint_id)
+
+    def _list_refs(
+        self, config: RunnableConfig | None, *, before: RunnableConfig | None, limit: int | None
+    ) -> list[CheckpointRef]:
+        before_id = checkpoint_id_of(configurable(before)) if before else None
+        if config is None:
+            return self.store.list(None, before=before_id, limit=limit)
+        location: Location = locate(config)
+        return self.store.list(
+            location.thread_id,
+            namespace_of(configurable(config)),
+            checkpoint_id=location.checkpoint_id,
+            before=before_id,
+            limit=limit,
+        )
+
+    def _read_listed(
+        self, ref: CheckpointRef, filter: dict[str, Any] | None
+    ) -> tuple[CheckpointView, CheckpointMetadata | None] | None:
+        """The view of a listed checkpoint if it matches ``filter`` and still exists."""
+        metadata = None
+        if filter:
+            metadata = self.serde.loads_typed(ref.record.metadata)
+            if not all(value == metadata.get(key) for key, value in filter.items()):
+                return None
+        view = self.store.view(ref)
+        return None if view is None else (view, metadata)
+
+    async def _decode(self, view: CheckpointView, metadata: CheckpointMetadata | None = None) -> CheckpointTuple:
+        if view.nbytes > self.config.async_offload_bytes:
+            return await asyncio.to_thread(codec.decode_view, self.serde, view, metadata)
+        return codec.decode_view(self.serde, view, metadata)
+
+
+InMemorySaver = BoundedInMemorySaver
+"""The same class, under the stock saver's name, for drop-in imports."""

@@ -1,0 +1,56 @@
+"""Shared fixtures and the deterministic hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "soak",
+    max_examples=5_000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+class FakeClock:
+    """A monotonic clock that only moves when a test advances it."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def saver(clock: FakeClock) -> BoundedInMemorySaver:
+    """A saver with the reference defaults and a fake clock."""
+    return BoundedInMemorySaver(clock=clock)
+
+
+def make_saver(clock: FakeClock | None = None, **limits: float) -> BoundedInMemorySaver:
+    """A saver with some limits changed."""
+    return BoundedInMemorySaver(config=InMemoryCheckpointConfig(**limits), clock=clock or FakeClock())
