@@ -1,0 +1,84 @@
+"""Helpers shared by the tests: checkpoints to put, and a fingerprint of the store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from engine import Store
+from saver import BoundedInMemorySaver
+
+
+def make_checkpoint(values: dict[str, Any] | None = None, versions: dict[str, Any] | None = None) -> Checkpoint:
+    """A well-formed checkpoint holding ``values``, each at version 1 unless given."""
+    values = values or {}
+    return Checkpoint(
+        v=4,
+        id=str(uuid6(clock_seq=-1)),
+        ts=datetime.now(timezone.utc).isoformat(),
+        channel_values=values,
+        channel_versions=versions if versions is not None else dict.fromkeys(values, 1),
+        versions_seen={},
+        updated_channels=None,
+    )
+
+
+def config(thread_id: Any, namespace: str = "", checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": namespace}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def put(
+    saver: BoundedInMemorySaver,
+    thread_id: Any,
+    values: dict[str, Any] | None = None,
+    *,
+    namespace: str = "",
+    parent: RunnableConfig | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> RunnableConfig:
+    """Put a checkpoint whose values are all new; returns the stored config."""
+    checkpoint = make_checkpoint(values)
+    parent_id = parent["configurable"]["checkpoint_id"] if parent else None
+    return saver.put(
+        config(thread_id, namespace, parent_id),
+        checkpoint,
+        metadata or {"source": "loop", "step": 0, "parents": {}},
+        dict(checkpoint["channel_versions"]),
+    )
+
+
+def fingerprint(store: Store) -> Any:
+    """Everything the store holds, in LRU order, comparable with ``==``.
+
+    Records are immutable, so holding references is a faithful snapshot.
+    Rejection counters are left out: counting a rejection is its only effect.
+    """
+    with store.lock:
+        threads = [
+            (
+                thread_id,
+                thread.last_used,
+                thread.created,
+                dict(thread.runs),
+                thread.usage.copy(),
+                {
+                    name: (
+                        list(space.checkpoints.items()),
+                        {cid: dict(writes) for cid, writes in space.writes.items()},
+                        dict(space.blobs),
+                        space.usage.copy(),
+                    )
+                    for name, space in thread.namespaces.items()
+                },
+            )
+            for thread_id, thread in store._threads.items()
+        ]
+        stats = store.stats()
+        return threads, {k: v for k, v in vars(stats).items() if k != "rejections"}
