@@ -13,12 +13,16 @@ from engine import Store
 from saver import BoundedInMemorySaver
 
 
-def make_checkpoint(values: dict[str, Any] | None = None, versions: dict[str, Any] | None = None) -> Checkpoint:
+def make_checkpoint(
+    values: dict[str, Any] | None = None,
+    versions: dict[str, Any] | None = None,
+    checkpoint_id: str | None = None,
+) -> Checkpoint:
     """A well-formed checkpoint holding ``values``, each at version 1 unless given."""
     values = values or {}
     return Checkpoint(
         v=4,
-        id=str(uuid6(clock_seq=-1)),
+        id=checkpoint_id or str(uuid6(clock_seq=-1)),
         ts=datetime.now(timezone.utc).isoformat(),
         channel_values=values,
         channel_versions=versions if versions is not None else dict.fromkeys(values, 1),
@@ -42,9 +46,10 @@ def put(
     namespace: str = "",
     parent: RunnableConfig | None = None,
     metadata: dict[str, Any] | None = None,
+    checkpoint_id: str | None = None,
 ) -> RunnableConfig:
     """Put a checkpoint whose values are all new; returns the stored config."""
-    checkpoint = make_checkpoint(values)
+    checkpoint = make_checkpoint(values, checkpoint_id=checkpoint_id)
     parent_id = parent["configurable"]["checkpoint_id"] if parent else None
     return saver.put(
         config(thread_id, namespace, parent_id),

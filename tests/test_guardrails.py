@@ -138,9 +138,7 @@ def test_the_whole_state_of_a_checkpoint_counts_not_only_new_values(clock: FakeC
     # The next checkpoint changes only "small" but still references "big" (3 KB) and
     # adds a 3 KB "other": its state is over 5 KiB although its new values are 3 KB.
     follow = make_checkpoint({"big": BLOB * 3, "small": 2, "other": BLOB * 3}, {"big": 1, "small": 2, "other": 1})
-    error = rejected(
-        saver, "max_checkpoint_bytes", saver.put, stored, follow, {}, {"small": 2, "other": 1}
-    )
+    error = rejected(saver, "max_checkpoint_bytes", saver.put, stored, follow, {}, {"small": 2, "other": 1})
     assert error.needed > 6_000 and error.limit_value == 5 * KIB
     fine = make_checkpoint({"big": BLOB * 3, "small": 2}, {"big": 1, "small": 2})
     saver.put(stored, fine, {}, {"small": 2})
