@@ -47,17 +47,27 @@ def encode_checkpoint(
     the DeltaChannels whose value this checkpoint does not store, which the
     engine's ancestry-aware deletions must keep rebuildable.
     """
+    _require_mapping("checkpoint", checkpoint)
+    for key in ("channel_values", "channel_versions"):
+        _require_mapping(f"checkpoint[{key!r}]", checkpoint.get(key))
+    _require_mapping("metadata", metadata)
+    _require_mapping("new_versions", new_versions)
     skeleton = dict(checkpoint)
     values: dict[str, Any] = skeleton.pop("channel_values")
-    blobs: dict[tuple[str, Any], Blob] = {
-        (channel, version): serde.dumps_typed(values[channel]) if channel in values else None
-        for channel, version in new_versions.items()
-    }
+    try:
+        blobs: dict[tuple[str, Any], Blob] = {
+            (channel, version): _dump(serde, f"channel {channel!r}", values[channel]) if channel in values else None
+            for channel, version in new_versions.items()
+        }
+    except TypeError as error:
+        if "unhashable" not in str(error):
+            raise
+        raise ValueError(f"new_versions must map channels to str, int or float versions: {error}") from None
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
     record = CheckpointRecord(
-        checkpoint_id=checkpoint["id"],
+        checkpoint_id=checkpoint.get("id"),
         parent_id=parent_id,
         checkpoint=serde.dumps_typed(skeleton),
         metadata=serde.dumps_typed(merged),
@@ -75,16 +85,33 @@ def encode_writes(
     task_path: str,
 ) -> list[WriteRecord]:
     """Write records for ``put_writes``; special channels get their negative index."""
-    return [
-        WriteRecord(
-            task_id=task_id,
-            idx=WRITES_IDX_MAP.get(channel, idx),
-            channel=channel,
-            value=serde.dumps_typed(value),
-            task_path=task_path,
+    records = []
+    for idx, write in enumerate(writes):
+        if not isinstance(write, (tuple, list)) or len(write) != 2:
+            raise ValueError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
+        channel, value = write
+        records.append(
+            WriteRecord(
+                task_id=task_id,
+                idx=WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx,
+                channel=channel,
+                value=_dump(serde, f"write {idx} to channel {channel!r}", value),
+                task_path=task_path,
+            )
         )
-        for idx, (channel, value) in enumerate(writes)
-    ]
+    return records
+
+
+def _dump(serde: SerializerProtocol, what: str, value: Any) -> tuple[str, bytes]:
+    try:
+        return serde.dumps_typed(value)
+    except TypeError as error:
+        raise TypeError(f"{what}: a {type(value).__name__} cannot be serialized: {error}") from error
+
+
+def _require_mapping(field: str, value: object) -> None:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{field} must be a mapping, got {type(value).__name__}")
 
 
 def decode_view(

@@ -7,7 +7,7 @@ with ``str()``: LangGraph accepts ``str``, ``int`` and ``UUID`` thread ids, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -45,6 +45,13 @@ def normalize_id(field: str, value: object) -> str:
     if isinstance(value, UUID) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     raise ValueError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
+
+
+def normalize_ids(field: str, values: object) -> list[str]:
+    """``normalize_id`` of each id of a sequence (a lone string is refused, not split)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{field} must be a sequence of ids, got {type(values).__name__}: {values!r:.80}")
+    return [normalize_id(field[:-1], value) for value in values]
 
 
 def configurable(config: object) -> Mapping[str, Any]:

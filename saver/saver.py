@@ -25,7 +25,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from engine import CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats
 from saver import codec
 from saver.config import InMemoryCheckpointConfig
-from saver.locations import Location, checkpoint_id_of, configurable, locate, namespace_of, normalize_id
+from saver.locations import (
+    Location,
+    checkpoint_id_of,
+    configurable,
+    locate,
+    namespace_of,
+    normalize_id,
+    normalize_ids,
+)
 from saver.offload import estimate_exceeds
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
@@ -241,7 +249,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(size of the threads holding those runs).
         """
-        self.store.delete_runs([normalize_id("run_id", run_id) for run_id in run_ids])
+        self.store.delete_runs(normalize_ids("run_ids", run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of a thread, all namespaces, to another.
@@ -272,8 +280,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """
         if strategy not in PRUNE_STRATEGIES:
             raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
-        ids = [normalize_id("thread_id", thread_id) for thread_id in thread_ids]
-        self.store.prune(ids, keep_latest=strategy == "keep_latest")
+        self.store.prune(normalize_ids("thread_ids", thread_ids), keep_latest=strategy == "keep_latest")
 
     def get_next_version(self, current: str | int | None, channel: None) -> str:
         """The stock saver's version format: a zero-padded counter and a random suffix.

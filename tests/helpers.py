@@ -47,9 +47,14 @@ def put(
     parent: RunnableConfig | None = None,
     metadata: dict[str, Any] | None = None,
     checkpoint_id: str | None = None,
+    version: Any = 1,
 ) -> RunnableConfig:
-    """Put a checkpoint whose values are all new; returns the stored config."""
-    checkpoint = make_checkpoint(values, checkpoint_id=checkpoint_id)
+    """Put a checkpoint whose values are all new, at ``version``; returns the stored config.
+
+    The default version 1 makes every put overwrite the thread's blobs, as int
+    versions do in LangGraph; pass a fresh version to keep each checkpoint's own.
+    """
+    checkpoint = make_checkpoint(values, dict.fromkeys(values or {}, version), checkpoint_id)
     parent_id = parent["configurable"]["checkpoint_id"] if parent else None
     return saver.put(
         config(thread_id, namespace, parent_id),

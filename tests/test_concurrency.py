@@ -1,0 +1,253 @@
+"""Many OS threads and an event loop on one saver: no error but capacity errors,
+invariants intact, every persisted graph state right, every listed tuple whole."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import START, StateGraph
+
+from engine import KIB
+from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from tests.helpers import config, put
+
+WORKERS = 8
+OPERATIONS_PER_WORKER = 300
+
+
+def mixed_operations(saver: BoundedInMemorySaver, seed: int) -> list[str]:
+    """A worker's random mix on shared threads ("shared-*") and its own ("own-<seed>-*")."""
+    rng = random.Random(seed)
+    errors = []
+    for _ in range(OPERATIONS_PER_WORKER):
+        thread = rng.choice([f"shared-{rng.randrange(4)}", f"own-{seed}-{rng.randrange(3)}"])
+        namespace = rng.choice(["", "sub:1"])
+        action = rng.randrange(10)
+        try:
+            if action < 4:
+                latest = saver.get_tuple(config(thread, namespace))
+                put(saver, thread, {"doc": "d" * rng.randrange(50, 1_500), "n": seed}, namespace=namespace,
+                    parent=latest.config if latest else None, metadata={"run_id": f"run-{seed}"})  # fmt: skip
+            elif action < 6:
+                latest = saver.get_tuple(config(thread, namespace))
+                target = latest.config if latest else config(thread, namespace, "pending")
+                saver.put_writes(target, [("doc", "w" * rng.randrange(10, 500)), ("__error__", "e")], f"task-{seed}")
+            elif action == 6:
+                for tup in saver.list(config(thread), limit=3):
+                    assert tup.checkpoint["id"] == tup.config["configurable"]["checkpoint_id"]
+            elif action == 7:
+                saver.delete_thread(thread)
+            elif action == 8:
+                saver.copy_thread(thread, f"copy-{seed}")
+            else:
+                saver.prune([thread]) if rng.random() < 0.5 else saver.delete_for_runs([f"run-{seed}"])
+        except CheckpointCapacityError:
+            pass
+        except Exception as error:  # anything else is a failure of the test
+            errors.append(f"{type(error).__name__}: {error}")
+    return errors
+
+
+def tight_saver() -> BoundedInMemorySaver:
+    return BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(
+            max_threads=10, max_total_bytes=64 * KIB, max_checkpoints_per_thread=20, max_namespaces_per_thread=2
+        )
+    )
+
+
+def test_eight_threads_hammering_one_saver() -> None:
+    saver = tight_saver()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(lambda seed: mixed_operations(saver, seed), range(WORKERS)))
+    assert [error for errors in results for error in errors] == []
+    saver.check()
+    stats = saver.stats()
+    assert stats.threads <= 10 and stats.total_bytes <= 64 * KIB
+    assert stats.evicted_threads > 0, "the limits were never reached: the test is too gentle"
+
+
+def test_event_loop_and_threads_interleaving() -> None:
+    saver = tight_saver()
+
+    async def coroutine_worker(seed: int) -> list[str]:
+        rng = random.Random(seed)
+        errors = []
+        for step in range(100):
+            thread = f"shared-{rng.randrange(4)}"
+            try:
+                latest = await saver.aget_tuple(config(thread))
+                checkpoint_config = config(thread, "", latest.checkpoint["id"]) if latest else config(thread)
+                stored = await saver.aput(
+                    checkpoint_config,
+                    {**(latest.checkpoint if latest else {}), **_fresh(step, seed)},
+                    {"step": step},
+                    {"doc": f"{step}.{seed}"},
+                )
+                await saver.aput_writes(stored, [("doc", "x" * 200)], f"task-{seed}")
+                _ = [t async for t in saver.alist(config(thread), limit=2)]
+            except CheckpointCapacityError:
+                pass
+            except Exception as error:
+                errors.append(f"{type(error).__name__}: {error}")
+            await asyncio.sleep(0)
+        return errors
+
+    async def main() -> list[list[str]]:
+        threads = asyncio.gather(*(asyncio.to_thread(mixed_operations, saver, seed) for seed in range(4)))
+        coroutines = asyncio.gather(*(coroutine_worker(seed) for seed in range(20)))
+        return [*await threads, *await coroutines]
+
+    results = asyncio.run(main())
+    assert [error for errors in results for error in errors] == []
+    saver.check()
+
+
+def _fresh(step: int, seed: int) -> dict[str, Any]:
+    return {
+        "v": 4,
+        "id": f"1ef{step:05d}-{seed:03d}-{random.random()}",
+        "ts": "2026-11-29T00:00:00+00:00",
+        "channel_values": {"doc": "v" * 300},
+        "channel_versions": {"doc": f"{step}.{seed}"},
+        "versions_seen": {},
+    }
+
+
+# --- real graphs, run concurrently ---------------------------------------------------------------
+
+
+class Counter(TypedDict, total=False):
+    log: Annotated[list, operator.add]
+    total: int
+
+
+def counting_graph(checkpointer: BoundedInMemorySaver) -> Any:
+    """Two parallel branches per run, so LangGraph's sync engine uses worker threads."""
+    builder = StateGraph(Counter)
+    builder.add_node("left", lambda s: {"log": ["L"]})
+    builder.add_node("right", lambda s: {"log": ["R"]})
+    builder.add_node("count", lambda s: {"total": len(s["log"])})
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    builder.add_edge(["left", "right"], "count")
+    return builder.compile(checkpointer=checkpointer)
+
+
+RUNS_PER_THREAD = 5
+
+
+def expected_state(runs: int) -> dict[str, Any]:
+    return {"log": ["in", "L", "R"] * runs, "total": 3 * runs}
+
+
+def check_graph_states(app: Any, saver: BoundedInMemorySaver, names: list[str]) -> None:
+    for name in names:
+        state = app.get_state({"configurable": {"thread_id": name}})
+        assert sorted(state.values.get("log", [])) == sorted(expected_state(RUNS_PER_THREAD)["log"])
+        assert state.values["total"] == 3 * RUNS_PER_THREAD
+    saver.check()
+
+
+def test_compiled_graphs_invoked_from_many_threads() -> None:
+    saver = BoundedInMemorySaver()
+    app = counting_graph(saver)
+    names = [f"graph-{i}" for i in range(16)]
+
+    def run(name: str) -> None:
+        for _ in range(RUNS_PER_THREAD):
+            app.invoke({"log": ["in"]}, {"configurable": {"thread_id": name}})
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(run, names))
+    check_graph_states(app, saver, names)
+
+
+def test_many_concurrent_ainvokes() -> None:
+    saver = BoundedInMemorySaver()
+    app = counting_graph(saver)
+    names = [f"agraph-{i}" for i in range(32)]
+
+    async def run(name: str) -> None:
+        for _ in range(RUNS_PER_THREAD):
+            await app.ainvoke({"log": ["in"]}, {"configurable": {"thread_id": name}})
+
+    async def main() -> None:
+        await asyncio.gather(*(run(name) for name in names))
+
+    asyncio.run(main())
+    check_graph_states(app, saver, names)
+
+
+def test_graphs_under_eviction_are_whole_or_gone() -> None:
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=6))
+    app = counting_graph(saver)
+    names = [f"evicting-{i}" for i in range(24)]
+
+    def run(name: str) -> None:
+        for _ in range(RUNS_PER_THREAD):
+            app.invoke({"log": ["in"]}, {"configurable": {"thread_id": name}})
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(run, names))
+    saver.check()
+    for name in names:
+        state = app.get_state({"configurable": {"thread_id": name}})
+        if state.values:  # a thread either holds a coherent state or nothing at all
+            runs = state.values["total"] // 3
+            assert state.values["total"] == len(state.values["log"]) and sorted(state.values["log"]) == sorted(
+                expected_state(runs)["log"]
+            )
+    assert saver.stats().threads <= 6 and saver.stats().evicted_threads > 0
+
+
+# --- lists while writers write ----------------------------------------------------------------------
+
+
+def test_lists_iterated_while_others_write_are_never_torn() -> None:
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_checkpoints_per_thread=100_000))
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def writer(seed: int) -> None:
+        parent = None
+        for step in range(400):
+            parent = put(saver, "busy", {"step": step, "copy": f"{seed}:{step}"}, parent=parent,
+                         metadata={"step": step, "writer": seed}, version=f"{seed}.{step}")  # fmt: skip
+            saver.put_writes(parent, [("step", step)], f"task-{seed}")
+            if step % 50 == 49:
+                saver.prune(["busy"])
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                for tup in saver.list(config("busy")):
+                    values, metadata = tup.checkpoint["channel_values"], tup.metadata
+                    if values != {"step": metadata["step"], "copy": f"{metadata['writer']}:{metadata['step']}"}:
+                        failures.append(f"torn tuple: {values} with {metadata}")
+                    if any(w[2] != metadata["step"] for w in tup.pending_writes):
+                        failures.append(f"writes of another checkpoint: {tup.pending_writes}")
+            except Exception as error:
+                failures.append(f"{type(error).__name__}: {error}")
+
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in readers:
+        thread.start()
+    _run_all([lambda seed=seed: writer(seed) for seed in range(3)])
+    stop.set()
+    for thread in readers:
+        thread.join()
+    assert failures == []
+    saver.check()
+
+
+def _run_all(functions: list[Callable[[], None]]) -> None:
+    with ThreadPoolExecutor(len(functions)) as pool:
+        for future in [pool.submit(function) for function in functions]:
+            future.result()
