@@ -5,7 +5,7 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
-from engine.errors import CheckpointCapacityError
+from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.limits import KIB, MIB, StoreLimits
 from engine.records import (
     Blob,
@@ -32,6 +32,7 @@ __all__ = [
     "Store",
     "StoreLimits",
     "StoreStats",
+    "ThreadEvictedError",
     "Version",
     "WriteRecord",
 ]

@@ -27,6 +27,7 @@ class StoreLimits:
     max_total_bytes: int = 64 * MIB  # bytes of every thread; evicts LRU threads, then rejects
     max_identifier_length: int = 256  # characters per id, or per namespace segment
     max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
+    max_dropped_thread_records: int = 1_000  # evicted/expired threads remembered so their late writes fail loudly
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine import ancestry
-from engine.errors import CheckpointCapacityError
+from engine.dropped import DroppedThread, DroppedThreads
+from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.identifiers import check_identifier, check_namespace
 from engine.limits import StoreLimits
 from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace
@@ -66,6 +67,7 @@ class Store:
         self._evicted_for_bytes = 0
         self._expired = 0
         self._rejections: Counter[str] = Counter()
+        self._dropped = DroppedThreads(self.limits.max_dropped_thread_records)
 
     # --- reads ---------------------------------------------------------------------
 
@@ -194,6 +196,8 @@ class Store:
             CheckpointCapacityError: ``max_namespaces_per_thread``,
                 ``max_checkpoints_per_thread``, ``max_checkpoint_bytes`` or
                 ``max_total_bytes`` would be exceeded.
+            ThreadEvictedError: The parent checkpoint belonged to the thread
+                before it was evicted or expired.
 
         Runtime complexity: O(log n + c) for c channels, plus O(1) per thread
         evicted.
@@ -210,6 +214,7 @@ class Store:
             now = self._expire()
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
+            self._refuse_if_dropped(thread_id, space, record.parent_id, now)
             if record.checkpoint_id not in space.checkpoints:
                 count = (thread.usage.checkpoints if thread else 0) + 1
                 if count > limits.max_checkpoints_per_thread:
@@ -218,13 +223,14 @@ class Store:
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
             growth = space.checkpoint_growth(record, new_blobs)
-            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [])
+            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
             before = thread.usage.copy()
             replaced = thread.change(namespace, lambda s: s.put_checkpoint(record, new_blobs))
             self._count_run(thread, replaced, -1)
             self._count_run(thread, record, +1)
             self._usage = self._usage + (thread.usage - before)
+            self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
     def put_writes(
         self,
@@ -243,6 +249,8 @@ class Store:
             CheckpointCapacityError: ``max_pending_write_bytes``,
                 ``max_namespaces_per_thread`` or ``max_total_bytes`` would be
                 exceeded.
+            ThreadEvictedError: The checkpoint belonged to the thread before it
+                was evicted or expired.
 
         Runtime complexity: O(len(writes)), plus O(1) per thread evicted.
         """
@@ -263,9 +271,10 @@ class Store:
                 return
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
+            self._refuse_if_dropped(thread_id, space, checkpoint_id, now)
             accepted = space.new_writes(checkpoint_id, writes)
             growth = space.writes_growth(checkpoint_id, accepted)
-            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [])
+            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
             before = thread.usage.copy()
             thread.change(namespace, lambda s: s.put_writes(checkpoint_id, accepted))
@@ -279,6 +288,7 @@ class Store:
         check_identifier("thread_id", thread_id, self.limits)
         with self.lock:
             self._expire()
+            self._dropped.forget(thread_id)
             thread = self._threads.get(thread_id)
             if thread is None:
                 return False
@@ -329,6 +339,7 @@ class Store:
                     continue
                 if not keep_latest:
                     self._drop(thread)
+                    self._dropped.forget(thread_id)
                     continue
                 for name, space in list(thread.namespaces.items()):
                     latest = space.latest()
@@ -379,11 +390,13 @@ class Store:
                 merged.usage.nbytes - kept_before,
                 adds_thread=target is None,
                 keep=[source] + ([target] if target is not None else []),
+                now=now,
             )
             if target is not None:
                 self._drop(target)
             merged.created = created if created is not None else next(self._creation)
             self._threads[target_id] = merged
+            self._dropped.forget(target_id)
             self._usage = self._usage + merged.usage
             for run_id in merged.runs:
                 self._runs.setdefault(run_id, set()).add(target_id)
@@ -405,6 +418,7 @@ class Store:
         with self.lock:
             self._threads.clear()
             self._runs.clear()
+            self._dropped.clear()
             self._usage = Usage()
 
     # --- observation ---------------------------------------------------------------------
@@ -425,6 +439,8 @@ class Store:
                 evicted_for_threads=self._evicted_for_threads,
                 evicted_for_bytes=self._evicted_for_bytes,
                 expired_threads=self._expired,
+                dropped_thread_records=len(self._dropped),
+                dropped_thread_record_bytes=self._dropped.nbytes,
                 rejections=dict(self._rejections),
             )
 
@@ -474,6 +490,8 @@ class Store:
             _require(total == self._usage, f"store totals drift: kept {self._usage}, recounted {total}")
             _require(runs == self._runs, "run index drifts from the records")
             _require(len(self._threads) <= limits.max_threads, "max_threads exceeded")
+            _require(len(self._dropped) <= limits.max_dropped_thread_records, "too many dropped-thread records")
+            _require(self._dropped.nbytes == self._dropped.recount(), "dropped-thread record bytes drift")
             _require(self._usage.nbytes <= limits.max_total_bytes, "max_total_bytes exceeded")
 
     # --- internals -------------------------------------------------------------------------
@@ -508,7 +526,7 @@ class Store:
             self._reject("max_namespaces_per_thread", self.limits.max_namespaces_per_thread, count, thread_id)
         return EMPTY_NAMESPACE
 
-    def _make_room(self, growth: int, *, adds_thread: bool, keep: Sequence[Thread]) -> None:
+    def _make_room(self, growth: int, *, adds_thread: bool, keep: Sequence[Thread], now: float) -> None:
         """Evict least-recently-used threads, never those in ``keep``, so that the
         store can grow by ``growth`` bytes (and one thread if ``adds_thread``).
 
@@ -528,10 +546,12 @@ class Store:
             for_threads = adds_thread and len(threads) + 1 > limits.max_threads
             if not for_threads and self._usage.nbytes + growth <= limits.max_total_bytes:
                 return
-            self._drop(next(iter(threads.values())))
+            victim = next(iter(threads.values()))
             if for_threads:
+                self._remove_for(victim, "max_threads", limits.max_threads, now)
                 self._evicted_for_threads += 1
             else:
+                self._remove_for(victim, "max_total_bytes", limits.max_total_bytes, now)
                 self._evicted_for_bytes += 1
 
     def _use(self, thread_id: str, now: float) -> Thread:
@@ -555,9 +575,29 @@ class Store:
             oldest = next(iter(threads.values()))
             if now - oldest.last_used < ttl:
                 break
-            self._drop(oldest)
+            self._remove_for(oldest, "idle_ttl_seconds", ttl, now)
             self._expired += 1
         return now
+
+    def _remove_for(self, thread: Thread, limit: str, limit_value: float, now: float) -> None:
+        """Evict or expire a thread whole, remembering it so late writes fail loudly."""
+        newest = max((s.latest().checkpoint_id for s in thread.namespaces.values() if s.checkpoints), default=None)
+        self._dropped.remember(DroppedThread(thread.thread_id, limit, limit_value, now, newest))
+        self._drop(thread)
+
+    def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
+        """Refuse a write that continues a checkpoint of a thread since evicted or expired."""
+        record = self._dropped.get(thread_id)
+        if record is None or not record.continued_by(continues) or continues in space.checkpoints:
+            return
+        self._rejections[record.limit] += 1
+        raise ThreadEvictedError(
+            record.limit,
+            record.limit_value,
+            thread_id=thread_id,
+            checkpoint_id=continues or "",
+            seconds_ago=now - record.dropped_at,
+        )
 
     def _drop(self, thread: Thread) -> None:
         del self._threads[thread.thread_id]

@@ -8,7 +8,7 @@ graph = builder.compile(checkpointer=checkpointer)
 ```
 """
 
-from engine import CheckpointCapacityError, StoreStats
+from engine import CheckpointCapacityError, StoreStats, ThreadEvictedError
 from saver.config import InMemoryCheckpointConfig
 from saver.saver import BoundedInMemorySaver, InMemorySaver
 
@@ -18,4 +18,5 @@ __all__ = [
     "InMemoryCheckpointConfig",
     "InMemorySaver",
     "StoreStats",
+    "ThreadEvictedError",
 ]

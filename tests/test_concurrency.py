@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import START, StateGraph
 
 from engine import KIB
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig, ThreadEvictedError
 from tests.helpers import config, put
 
 WORKERS = 8
@@ -186,16 +186,23 @@ def test_many_concurrent_ainvokes() -> None:
 
 
 def test_graphs_under_eviction_are_whole_or_gone() -> None:
+    """Threads are evicted mid-run here: those runs must fail loudly, never persist a partial state."""
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=6))
     app = counting_graph(saver)
     names = [f"evicting-{i}" for i in range(24)]
 
-    def run(name: str) -> None:
+    def run(name: str) -> int:
+        failed = 0
         for _ in range(RUNS_PER_THREAD):
-            app.invoke({"log": ["in"]}, {"configurable": {"thread_id": name}})
+            try:
+                app.invoke({"log": ["in"]}, {"configurable": {"thread_id": name}})
+            except ThreadEvictedError as error:
+                assert error.thread_id == name
+                failed += 1
+        return failed
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(run, names))
+        failed_runs = sum(pool.map(run, names))
     saver.check()
     for name in names:
         state = app.get_state({"configurable": {"thread_id": name}})
@@ -205,6 +212,7 @@ def test_graphs_under_eviction_are_whole_or_gone() -> None:
                 expected_state(runs)["log"]
             )
     assert saver.stats().threads <= 6 and saver.stats().evicted_threads > 0
+    assert failed_runs <= saver.stats().rejections.get("max_threads", 0)
 
 
 # --- lists while writers write ----------------------------------------------------------------------
