@@ -52,3 +52,59 @@ def check_namespace(value: object, limits: StoreLimits) -> str:
     for segment in segments:
         check_identifier("checkpoint_ns segment", segment, limits)
     return value
+
+
+class IdentifierCheck:
+    """The checks above on the hot path: one set lookup for a name seen recently.
+
+    Names that repeat (thread ids, namespaces, channels) are remembered once
+    accepted, up to ``KNOWN_NAMES`` of them; ids that do not repeat (checkpoint
+    ids, task ids, versions) take the fast inline test. Either way a bad value
+    gets the precise ``ValueError`` of ``check_identifier``.
+    """
+
+    KNOWN_NAMES = 4_096  # remembered accepted names; the set is emptied when full
+
+    __slots__ = ("_known", "_max_length", "limits")
+
+    def __init__(self, limits: StoreLimits) -> None:
+        self.limits = limits
+        self._max_length = limits.max_identifier_length
+        self._known: set[str] = set()
+
+    def name(self, field: str, value: object) -> str:
+        """``check_identifier`` for a repeating name. Runtime complexity: O(1) when seen before."""
+        if type(value) is str and value in self._known:
+            return value
+        check_identifier(field, value, self.limits)
+        self._remember(value)  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]
+
+    def namespace(self, value: object) -> str:
+        """``check_namespace``. Runtime complexity: O(1) when seen before."""
+        if value == "" or (type(value) is str and value in self._known):
+            return value  # type: ignore[return-value]
+        check_namespace(value, self.limits)
+        self._remember(value)  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]
+
+    def unique(self, field: str, value: object) -> str:
+        """``check_identifier`` for an id that does not repeat. Runtime complexity: O(length)."""
+        if type(value) is str and 0 < len(value) <= self._max_length and value.isprintable():
+            return value
+        return check_identifier(field, value, self.limits)
+
+    def version(self, channel: str, version: object) -> None:
+        """A channel version must be an int, a float or a valid identifier string."""
+        kind = type(version)
+        if kind is int or kind is float:
+            return
+        if kind is str:
+            self.unique(f"version of channel {channel!r}", version)
+            return
+        raise ValueError(f"version of channel {channel!r} must be str, int or float, got {kind.__name__}")
+
+    def _remember(self, value: str) -> None:
+        if len(self._known) >= self.KNOWN_NAMES:
+            self._known.clear()
+        self._known.add(value)

@@ -27,17 +27,16 @@ _MISSING = object()
 class Namespace:
     """Checkpoints kept sorted by id, writes grouped by checkpoint, blobs by version.
 
-    ``usage`` is kept exact by every mutating method, so a thread can maintain
-    its own totals from before/after differences.
+    Every mutating method adds what it changed to a ``delta`` it is given, so
+    that the thread and the store keep their totals without recounting.
     """
 
-    __slots__ = ("checkpoints", "writes", "blobs", "usage")
+    __slots__ = ("blobs", "checkpoints", "writes")
 
     def __init__(self) -> None:
         self.checkpoints: SortedDict[str, CheckpointRecord] = SortedDict()
         self.writes: dict[str, dict[WriteKey, WriteRecord]] = {}
         self.blobs: dict[BlobKey, Blob] = {}
-        self.usage = Usage(namespaces=1)
 
     def is_empty(self) -> bool:
         """True when the namespace holds nothing. Runtime complexity: O(1)."""
@@ -162,24 +161,35 @@ class Namespace:
 
     # --- mutation ------------------------------------------------------------------
 
-    def put_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> CheckpointRecord | None:
+    def put_checkpoint(
+        self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob], delta: Usage
+    ) -> CheckpointRecord | None:
         """Store a checkpoint and its new blobs; return the record it replaced.
 
         Runtime complexity: O(log n + len(new_blobs)).
         """
         for key, blob in new_blobs.items():
-            self.put_blob(key, blob)
-        usage = self.usage
+            self.put_blob(key, blob, delta)
         replaced = self.checkpoints.get(record.checkpoint_id)
         if replaced is None:
-            usage.checkpoints += 1
+            delta.checkpoints += 1
         else:
-            usage.nbytes -= replaced.nbytes
+            delta.nbytes -= replaced.nbytes
         self.checkpoints[record.checkpoint_id] = record
-        usage.nbytes += record.nbytes
+        delta.nbytes += record.nbytes
         return replaced
 
-    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> None:
+    def put_blob(self, key: BlobKey, blob: Blob, delta: Usage) -> None:
+        """Store one blob, replacing any at the same key. Runtime complexity: O(1)."""
+        old = self.blobs.get(key, _MISSING)
+        if old is _MISSING:
+            delta.blobs += 1
+        else:
+            delta.nbytes -= payload_size(old)  # type: ignore[arg-type]
+        self.blobs[key] = blob
+        delta.nbytes += payload_size(blob)
+
+    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], delta: Usage) -> None:
         """Store writes chosen by ``new_writes``.
 
         Runtime complexity: O(len(accepted)).
@@ -187,43 +197,41 @@ class Namespace:
         if not accepted:
             return
         stored = self.writes.setdefault(checkpoint_id, {})
-        usage = self.usage
         for key, write in accepted.items():
             replaced = stored.get(key)
             if replaced is None:
-                usage.writes += 1
+                delta.writes += 1
             else:
-                usage.nbytes -= replaced.nbytes
+                delta.nbytes -= replaced.nbytes
             stored[key] = write
-            usage.nbytes += write.nbytes
+            delta.nbytes += write.nbytes
 
-    def remove_checkpoints(self, checkpoint_ids: Iterable[str]) -> list[CheckpointRecord]:
+    def remove_checkpoints(self, checkpoint_ids: Iterable[str], delta: Usage) -> list[CheckpointRecord]:
         """Remove checkpoints with their writes, then every blob no survivor references.
 
         Returns the removed records.
 
         Runtime complexity: O(n * channels) for the blob sweep.
         """
-        usage = self.usage
         removed: list[CheckpointRecord] = []
         for checkpoint_id in checkpoint_ids:
             record = self.checkpoints.pop(checkpoint_id, None)
             if record is None:
                 continue
             removed.append(record)
-            usage.checkpoints -= 1
-            usage.nbytes -= record.nbytes
+            delta.checkpoints -= 1
+            delta.nbytes -= record.nbytes
             for write in self.writes.pop(checkpoint_id, {}).values():
-                usage.writes -= 1
-                usage.nbytes -= write.nbytes
+                delta.writes -= 1
+                delta.nbytes -= write.nbytes
         if removed:
             referenced = {key for record in self.checkpoints.values() for key in record.channel_versions.items()}
             for key in [key for key in self.blobs if key not in referenced]:
-                usage.blobs -= 1
-                usage.nbytes -= payload_size(self.blobs.pop(key))
+                delta.blobs -= 1
+                delta.nbytes -= payload_size(self.blobs.pop(key))
         return removed
 
-    def absorb(self, other: Namespace) -> None:
+    def absorb(self, other: Namespace, delta: Usage) -> None:
         """Add everything ``other`` holds, its records winning on equal keys.
 
         Records are immutable, so they are shared, not copied.
@@ -231,26 +239,16 @@ class Namespace:
         Runtime complexity: O(size of other).
         """
         for key, blob in other.blobs.items():
-            self.put_blob(key, blob)
+            self.put_blob(key, blob, delta)
         for record in other.checkpoints.values():
-            self.put_checkpoint(record, {})
+            self.put_checkpoint(record, {}, delta)
         for checkpoint_id, writes in other.writes.items():
-            self.put_writes(checkpoint_id, writes)
-
-    def put_blob(self, key: BlobKey, blob: Blob) -> None:
-        """Store one blob, replacing any at the same key. Runtime complexity: O(1)."""
-        old = self.blobs.get(key, _MISSING)
-        if old is _MISSING:
-            self.usage.blobs += 1
-        else:
-            self.usage.nbytes -= payload_size(old)  # type: ignore[arg-type]
-        self.blobs[key] = blob
-        self.usage.nbytes += payload_size(blob)
+            self.put_writes(checkpoint_id, writes, delta)
 
     # --- consistency -----------------------------------------------------------------
 
     def recount(self) -> Usage:
-        """Usage recomputed from scratch, for ``check()``. Runtime complexity: O(size)."""
+        """What the namespace holds, counted from scratch, for ``check()``. Runtime complexity: O(size)."""
         writes = [w for stored in self.writes.values() for w in stored.values()]
         return Usage(
             nbytes=sum(r.nbytes for r in self.checkpoints.values())

@@ -1,5 +1,8 @@
 """What the store keeps: immutable records of opaque serialized payloads.
 
+Records are named tuples: immutable, cheap to create on every write, and read
+by field name.
+
 The store never looks inside a payload. A payload is the ``(type_tag, data)``
 pair that a serializer produced; the store only measures ``data``.
 """
@@ -7,7 +10,7 @@ pair that a serializer produced; the store only measures ``data``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 Payload = tuple[str, bytes]
 """A serialized value: the serializer's type tag and its bytes."""
@@ -38,8 +41,10 @@ def text_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointRecord:
+_NO_CHANNELS: frozenset[str] = frozenset()
+
+
+class CheckpointRecord(NamedTuple):
     """One stored checkpoint of one namespace.
 
     Attributes:
@@ -61,7 +66,7 @@ class CheckpointRecord:
     metadata: Payload
     channel_versions: Mapping[str, Version]
     run_id: str | None = None
-    delta_channels: frozenset[str] = field(default_factory=frozenset)
+    delta_channels: frozenset[str] = _NO_CHANNELS
 
     @property
     def nbytes(self) -> int:
@@ -69,8 +74,7 @@ class CheckpointRecord:
         return len(self.checkpoint[1]) + len(self.metadata[1])
 
 
-@dataclass(frozen=True, slots=True)
-class WriteRecord:
+class WriteRecord(NamedTuple):
     """One pending write, stored under the checkpoint its task ran from.
 
     ``idx`` is the write's index in its batch, or a negative index for the
@@ -94,12 +98,11 @@ class WriteRecord:
 
     @property
     def nbytes(self) -> int:
-        """Bytes counted: the serialized value plus the free-form task path."""
-        return len(self.value[1]) + text_size(self.task_path)
+        """Bytes counted: the serialized value plus the free-form task path (one per character)."""
+        return len(self.value[1]) + len(self.task_path)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointView:
+class CheckpointView(NamedTuple):
     """A consistent read of one checkpoint, taken under the store's lock.
 
     Attributes:
@@ -126,8 +129,7 @@ class CheckpointView:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelHistory:
+class ChannelHistory(NamedTuple):
     """What one channel contributed along a checkpoint's ancestor chain.
 
     Attributes:

@@ -7,12 +7,12 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine import ancestry
 from engine.dropped import DroppedThread, DroppedThreads
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
-from engine.identifiers import check_identifier, check_namespace
+from engine.identifiers import IdentifierCheck
 from engine.limits import StoreLimits
 from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace
 from engine.records import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
@@ -21,8 +21,7 @@ from engine.thread import Thread
 from engine.usage import Usage
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointRef:
+class CheckpointRef(NamedTuple):
     """Where a listed checkpoint lives; ``Store.view`` turns it into a read."""
 
     thread_id: str
@@ -68,6 +67,7 @@ class Store:
         self._expired = 0
         self._rejections: Counter[str] = Counter()
         self._dropped = DroppedThreads(self.limits.max_dropped_thread_records)
+        self._ids = IdentifierCheck(self.limits)
 
     # --- reads ---------------------------------------------------------------------
 
@@ -111,7 +111,7 @@ class Store:
         returned; with ``thread_id=None``, O(T log T) more to order T threads.
         """
         if thread_id is not None:
-            check_identifier("thread_id", thread_id, self.limits)
+            self._ids.name("thread_id", thread_id)
         with self.lock:
             now = self._expire()
             if thread_id is None:
@@ -203,13 +203,14 @@ class Store:
         evicted.
         """
         limits = self.limits
+        ids = self._ids
         self._check_location(thread_id, namespace)
-        check_identifier("checkpoint_id", record.checkpoint_id, limits)
+        ids.unique("checkpoint_id", record.checkpoint_id)
         if record.parent_id is not None:
-            check_identifier("parent checkpoint_id", record.parent_id, limits)
+            ids.unique("parent checkpoint_id", record.parent_id)
         for channel, version in new_blobs:
-            check_identifier("channel", channel, limits)
-            _check_version(channel, version, limits)
+            ids.name("channel", channel)
+            ids.version(channel, version)
         with self.lock:
             now = self._expire()
             thread = self._threads.get(thread_id)
@@ -225,11 +226,11 @@ class Store:
             growth = space.checkpoint_growth(record, new_blobs)
             self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
-            before = thread.usage.copy()
-            replaced = thread.change(namespace, lambda s: s.put_checkpoint(record, new_blobs))
+            replaced = thread.change(
+                namespace, lambda s, change: s.put_checkpoint(record, new_blobs, change), self._usage
+            )
             self._count_run(thread, replaced, -1)
             self._count_run(thread, record, +1)
-            self._usage = self._usage + (thread.usage - before)
             self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
     def put_writes(
@@ -255,12 +256,15 @@ class Store:
         Runtime complexity: O(len(writes)), plus O(1) per thread evicted.
         """
         limits = self.limits
+        ids = self._ids
         self._check_location(thread_id, namespace)
-        check_identifier("checkpoint_id", checkpoint_id, limits)
+        ids.unique("checkpoint_id", checkpoint_id)
+        task_ids = set()
         for write in writes:
-            check_identifier("task_id", write.task_id, limits)
-            check_identifier("channel", write.channel, limits)
-            if not isinstance(write.task_path, str):
+            if write.task_id not in task_ids:
+                task_ids.add(ids.unique("task_id", write.task_id))
+            ids.name("channel", write.channel)
+            if type(write.task_path) is not str:
                 raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
         batch = sum(write.nbytes for write in writes)
         with self.lock:
@@ -276,16 +280,14 @@ class Store:
             growth = space.writes_growth(checkpoint_id, accepted)
             self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
-            before = thread.usage.copy()
-            thread.change(namespace, lambda s: s.put_writes(checkpoint_id, accepted))
-            self._usage = self._usage + (thread.usage - before)
+            thread.change(namespace, lambda s, change: s.put_writes(checkpoint_id, accepted, change), self._usage)
 
     def delete_thread(self, thread_id: str) -> bool:
         """Remove a thread whole; return whether it existed.
 
         Runtime complexity: O(1) bookkeeping plus freeing the thread's objects.
         """
-        check_identifier("thread_id", thread_id, self.limits)
+        self._ids.name("thread_id", thread_id)
         with self.lock:
             self._expire()
             self._dropped.forget(thread_id)
@@ -330,7 +332,7 @@ class Store:
 
         Runtime complexity: O(size of the named threads).
         """
-        ids = [check_identifier("thread_id", tid, self.limits) for tid in thread_ids]
+        ids = [self._ids.name("thread_id", tid) for tid in thread_ids]
         with self.lock:
             self._expire()
             for thread_id in ids:
@@ -364,8 +366,8 @@ class Store:
         Runtime complexity: O(size of both threads), plus O(1) per thread evicted.
         """
         limits = self.limits
-        check_identifier("source thread_id", source_id, limits)
-        check_identifier("target thread_id", target_id, limits)
+        self._ids.name("source thread_id", source_id)
+        self._ids.name("target thread_id", target_id)
         with self.lock:
             now = self._expire()
             source = self._threads.get(source_id)
@@ -397,7 +399,7 @@ class Store:
             merged.created = created if created is not None else next(self._creation)
             self._threads[target_id] = merged
             self._dropped.forget(target_id)
-            self._usage = self._usage + merged.usage
+            self._usage.add(merged.usage)
             for run_id in merged.runs:
                 self._runs.setdefault(run_id, set()).add(target_id)
             self._touch(source, now)
@@ -497,8 +499,8 @@ class Store:
     # --- internals -------------------------------------------------------------------------
 
     def _check_location(self, thread_id: str, namespace: str) -> None:
-        check_identifier("thread_id", thread_id, self.limits)
-        check_namespace(namespace, self.limits)
+        self._ids.name("thread_id", thread_id)
+        self._ids.namespace(namespace)
 
     def _find(self, thread_id: str, namespace: str) -> tuple[Thread | None, Namespace | None]:
         thread = self._threads.get(thread_id)
@@ -601,16 +603,14 @@ class Store:
 
     def _drop(self, thread: Thread) -> None:
         del self._threads[thread.thread_id]
-        self._usage = self._usage - thread.usage
+        self._usage.subtract(thread.usage)
         for run_id in thread.runs:
             self._unindex_run(run_id, thread.thread_id)
 
     def _remove_checkpoints(self, thread: Thread, namespace: str, checkpoint_ids: Iterable[str]) -> int:
-        before = thread.usage.copy()
-        removed = thread.change(namespace, lambda s: s.remove_checkpoints(checkpoint_ids))
+        removed = thread.change(namespace, lambda s, change: s.remove_checkpoints(checkpoint_ids, change), self._usage)
         for record in removed:
             self._count_run(thread, record, -1)
-        self._usage = self._usage + (thread.usage - before)
         if not thread.namespaces:
             self._drop(thread)
         return len(removed)
@@ -636,17 +636,9 @@ class Store:
         raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
 
 
-def _check_version(channel: str, version: object, limits: StoreLimits) -> None:
-    if isinstance(version, bool) or not isinstance(version, (str, int, float)):
-        raise ValueError(f"version of channel {channel!r} must be str, int or float, got {type(version).__name__}")
-    if isinstance(version, str):
-        check_identifier(f"version of channel {channel!r}", version, limits)
-
-
 def _check_namespace(thread_id: str, name: str, space: Namespace) -> None:
     where = f"thread {thread_id!r} namespace {name!r}"
     _require(not space.is_empty(), f"{where} is empty")
-    _require(space.usage == space.recount(), f"{where} totals drift")
     for checkpoint_id, record in space.checkpoints.items():
         _require(
             record.checkpoint_id == checkpoint_id, f"{where} files {record.checkpoint_id!r} under {checkpoint_id!r}"

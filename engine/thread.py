@@ -35,25 +35,27 @@ class Thread:
         self.created = created
         self.runs: Counter[str] = Counter()
 
-    def change(self, name: str, mutate: Callable[[Namespace], T]) -> T:
-        """Apply ``mutate`` to namespace ``name`` (created if absent), keeping totals.
+    def change(self, name: str, mutate: Callable[[Namespace, Usage], T], delta: Usage) -> T:
+        """Apply ``mutate(namespace, change)`` to namespace ``name`` (created if absent).
 
-        A namespace left empty is dropped. Returns what ``mutate`` returned.
+        ``mutate`` records what it changes in ``change``; a namespace created or
+        left empty (and so dropped) is recorded too. The change is added to the
+        thread's totals and to ``delta``, which the caller applies to the store's.
+        Returns what ``mutate`` returned.
 
         Runtime complexity: O(1) plus the cost of ``mutate``.
         """
         space = self.namespaces.get(name)
+        change = Usage()
         if space is None:
             space = self.namespaces[name] = Namespace()
-            before = Usage()
-        else:
-            before = space.usage.copy()
-        result = mutate(space)
+            change.namespaces = 1
+        result = mutate(space, change)
         if space.is_empty():
             del self.namespaces[name]
-            self.usage = self.usage - before
-        else:
-            self.usage = self.usage + (space.usage - before)
+            change.namespaces -= 1
+        self.usage.add(change)
+        delta.add(change)
         return result
 
     def count_run(self, record: CheckpointRecord | None, delta: int) -> str | None:
@@ -87,8 +89,9 @@ class Thread:
 
         Runtime complexity: O(size of both threads).
         """
+        delta = Usage()
         for name, space in other.namespaces.items():
-            self.change(name, lambda target, source=space: target.absorb(source))
+            self.change(name, lambda target, change, source=space: target.absorb(source, change), delta)
         self.runs = Counter(
             record.run_id
             for space in self.namespaces.values()

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Usage:
-    """Counts and bytes, kept incrementally at every level of the store.
+    """Counts and bytes of a thread or of the whole store, kept incrementally.
 
-    Each level updates its ``Usage`` by the difference between a child's usage
-    after and before a mutation, so totals never need a recount.
+    An operation collects what it changed in a delta ``Usage`` and adds it to
+    the thread's and the store's totals, so totals never need a recount.
     """
 
     nbytes: int = 0
@@ -36,6 +36,22 @@ class Usage:
             self.blobs - other.blobs,
             self.namespaces - other.namespaces,
         )
+
+    def add(self, other: Usage) -> None:
+        """Add ``other`` in place. Runtime complexity: O(1)."""
+        self.nbytes += other.nbytes
+        self.checkpoints += other.checkpoints
+        self.writes += other.writes
+        self.blobs += other.blobs
+        self.namespaces += other.namespaces
+
+    def subtract(self, other: Usage) -> None:
+        """Subtract ``other`` in place. Runtime complexity: O(1)."""
+        self.nbytes -= other.nbytes
+        self.checkpoints -= other.checkpoints
+        self.writes -= other.writes
+        self.blobs -= other.blobs
+        self.namespaces -= other.namespaces
 
     def copy(self) -> Usage:
         return Usage(self.nbytes, self.checkpoints, self.writes, self.blobs, self.namespaces)

@@ -56,7 +56,7 @@ def encode_checkpoint(
     values: dict[str, Any] = skeleton.pop("channel_values")
     try:
         blobs: dict[tuple[str, Any], Blob] = {
-            (channel, version): _dump(serde, f"channel {channel!r}", values[channel]) if channel in values else None
+            (channel, version): _dump(serde, values[channel], channel) if channel in values else None
             for channel, version in new_versions.items()
         }
     except TypeError as error:
@@ -95,22 +95,24 @@ def encode_writes(
                 task_id=task_id,
                 idx=WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx,
                 channel=channel,
-                value=_dump(serde, f"write {idx} to channel {channel!r}", value),
+                value=_dump(serde, value, channel, idx),
                 task_path=task_path,
             )
         )
     return records
 
 
-def _dump(serde: SerializerProtocol, what: str, value: Any) -> tuple[str, bytes]:
+def _dump(serde: SerializerProtocol, value: Any, channel: str, write_index: int | None = None) -> tuple[str, bytes]:
+    """``serde.dumps_typed``, with an error that says which channel (and write) it was."""
     try:
         return serde.dumps_typed(value)
     except TypeError as error:
+        what = f"channel {channel!r}" if write_index is None else f"write {write_index} to channel {channel!r}"
         raise TypeError(f"{what}: a {type(value).__name__} cannot be serialized: {error}") from error
 
 
 def _require_mapping(field: str, value: object) -> None:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise ValueError(f"{field} must be a mapping, got {type(value).__name__}")
 
 

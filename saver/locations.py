@@ -40,7 +40,7 @@ def normalize_id(field: str, value: object) -> str:
     Raises:
         ValueError: ``value`` is another type (``None`` and ``bool`` included).
     """
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value
     if isinstance(value, UUID) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
@@ -56,10 +56,10 @@ def normalize_ids(field: str, values: object) -> list[str]:
 
 def configurable(config: object) -> Mapping[str, Any]:
     """``config["configurable"]``, checked to be a mapping."""
-    if not isinstance(config, Mapping):
+    if type(config) is not dict and not isinstance(config, Mapping):
         raise ValueError(f"config must be a mapping with a 'configurable' mapping, got {type(config).__name__}")
     section = config.get("configurable")
-    if not isinstance(section, Mapping):
+    if type(section) is not dict and not isinstance(section, Mapping):
         raise ValueError(f"config['configurable'] must be a mapping, got {type(section).__name__}")
     return section
 

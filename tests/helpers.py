@@ -83,7 +83,6 @@ def fingerprint(store: Store) -> Any:
                         list(space.checkpoints.items()),
                         {cid: dict(writes) for cid, writes in space.writes.items()},
                         dict(space.blobs),
-                        space.usage.copy(),
                     )
                     for name, space in thread.namespaces.items()
                 },
