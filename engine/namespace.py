@@ -106,33 +106,31 @@ class Namespace:
 
     # --- planning (no mutation) ---------------------------------------------------
 
-    def state_size(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> int:
-        """Bytes of the whole state a read of ``record`` would return once stored.
+    def plan_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, int]:
+        """``(state_size, growth)`` if ``put_checkpoint`` stored these, without storing them.
+
+        ``state_size`` is the bytes of the whole state a read of ``record`` would
+        return (checkpoint, metadata, every channel value it references);
+        ``growth`` is what the namespace would grow by.
 
         Runtime complexity: O(channels of the checkpoint).
         """
-        size = record.nbytes
+        blobs = self.blobs
+        size = growth = record.nbytes
         for key in record.channel_versions.items():
-            blob = new_blobs[key] if key in new_blobs else self.blobs.get(key)
-            size += payload_size(blob)
-        return size
-
-    def checkpoint_growth(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> int:
-        """Bytes the namespace grows by if ``put_checkpoint`` stores these.
-
-        Runtime complexity: O(len(new_blobs)).
-        """
-        growth = record.nbytes
+            size += payload_size(new_blobs[key] if key in new_blobs else blobs.get(key))
         replaced = self.checkpoints.get(record.checkpoint_id)
         if replaced is not None:
             growth -= replaced.nbytes
         for key, blob in new_blobs.items():
-            growth += payload_size(blob) - payload_size(self.blobs.get(key))
-        return growth
+            growth += payload_size(blob) - payload_size(blobs.get(key))
+        return size, growth
 
-    def new_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> dict[WriteKey, WriteRecord]:
-        """The writes ``put_writes`` would store: regular writes only if absent,
-        special (negative index) writes always, the last of a key winning.
+    def plan_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> tuple[dict[WriteKey, WriteRecord], int]:
+        """The writes ``put_writes`` would store, and the bytes the namespace would grow by.
+
+        Regular writes are kept only if absent, special (negative index) writes
+        always, the last of a key winning.
 
         Runtime complexity: O(len(writes)).
         """
@@ -143,21 +141,11 @@ class Namespace:
             if write.idx >= 0 and key in stored:
                 continue
             accepted[key] = write
-        return accepted
-
-    def writes_growth(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> int:
-        """Bytes the namespace grows by if ``put_writes`` stores ``accepted``.
-
-        Runtime complexity: O(len(accepted)).
-        """
-        stored = self.writes.get(checkpoint_id, {})
         growth = 0
         for key, write in accepted.items():
-            growth += write.nbytes
             replaced = stored.get(key)
-            if replaced is not None:
-                growth -= replaced.nbytes
-        return growth
+            growth += write.nbytes if replaced is None else write.nbytes - replaced.nbytes
+        return accepted, growth
 
     # --- mutation ------------------------------------------------------------------
 
@@ -190,7 +178,7 @@ class Namespace:
         delta.nbytes += payload_size(blob)
 
     def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], delta: Usage) -> None:
-        """Store writes chosen by ``new_writes``.
+        """Store writes chosen by ``plan_writes``.
 
         Runtime complexity: O(len(accepted)).
         """

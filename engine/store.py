@@ -220,17 +220,17 @@ class Store:
                 count = (thread.usage.checkpoints if thread else 0) + 1
                 if count > limits.max_checkpoints_per_thread:
                     self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
-            size = space.state_size(record, new_blobs)
+            size, growth = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            growth = space.checkpoint_growth(record, new_blobs)
             self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
             replaced = thread.change(
                 namespace, lambda s, change: s.put_checkpoint(record, new_blobs, change), self._usage
             )
-            self._count_run(thread, replaced, -1)
-            self._count_run(thread, record, +1)
+            if replaced is None or replaced.run_id != record.run_id:
+                self._count_run(thread, replaced, -1)
+                self._count_run(thread, record, +1)
             self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
     def put_writes(
@@ -276,8 +276,7 @@ class Store:
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
             self._refuse_if_dropped(thread_id, space, checkpoint_id, now)
-            accepted = space.new_writes(checkpoint_id, writes)
-            growth = space.writes_growth(checkpoint_id, accepted)
+            accepted, growth = space.plan_writes(checkpoint_id, writes)
             self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
             thread.change(namespace, lambda s, change: s.put_writes(checkpoint_id, accepted, change), self._usage)
@@ -535,6 +534,11 @@ class Store:
         Decides feasibility first and rejects without evicting anyone.
         """
         limits = self.limits
+        threads = self._threads
+        if self._usage.nbytes + growth <= limits.max_total_bytes and not (
+            adds_thread and len(threads) + 1 > limits.max_threads
+        ):
+            return  # fits as it is (and so do the threads kept)
         kept_bytes = sum(thread.usage.nbytes for thread in keep) + growth
         if kept_bytes > limits.max_total_bytes:
             thread_id = keep[0].thread_id if keep else None
@@ -542,8 +546,7 @@ class Store:
         if adds_thread and len(keep) + 1 > limits.max_threads:
             self._reject("max_threads", limits.max_threads, len(keep) + 1, keep[0].thread_id)
         for thread in keep:
-            self._threads.move_to_end(thread.thread_id)
-        threads = self._threads
+            threads.move_to_end(thread.thread_id)
         while True:
             for_threads = adds_thread and len(threads) + 1 > limits.max_threads
             if not for_threads and self._usage.nbytes + growth <= limits.max_total_bytes:

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 )
 
 from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
-from saver.locations import Location
+from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
@@ -130,12 +130,12 @@ def decode_view(
     checkpoint["channel_values"] = {
         channel: serde.loads_typed(payload) for channel, payload in view.channel_values.items()
     }
-    location = Location(view.thread_id, view.namespace, record.checkpoint_id)
+    parent_id = record.parent_id
     return CheckpointTuple(
-        config=location.to_config(),
+        config=checkpoint_config(view.thread_id, view.namespace, record.checkpoint_id),
         checkpoint=checkpoint,
         metadata=serde.loads_typed(record.metadata) if metadata is None else metadata,
-        parent_config=location.to_config(record.parent_id) if record.parent_id else None,
+        parent_config=checkpoint_config(view.thread_id, view.namespace, parent_id) if parent_id else None,
         pending_writes=decode_writes(serde, view.writes),
     )
 

@@ -8,15 +8,13 @@ with ``str()``: LangGraph accepts ``str``, ``int`` and ``UUID`` thread ids, and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
+class Location(NamedTuple):
     """Where a config points: a thread, a namespace and maybe a checkpoint."""
 
     thread_id: str
@@ -25,13 +23,12 @@ class Location:
 
     def to_config(self, checkpoint_id: str | None = None) -> RunnableConfig:
         """The config LangGraph expects back for a stored checkpoint."""
-        return {
-            "configurable": {
-                "thread_id": self.thread_id,
-                "checkpoint_ns": self.namespace,
-                "checkpoint_id": checkpoint_id or self.checkpoint_id,
-            }
-        }
+        return checkpoint_config(self.thread_id, self.namespace, checkpoint_id or self.checkpoint_id)
+
+
+def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:
+    """``{"configurable": {thread_id, checkpoint_ns, checkpoint_id}}``, as LangGraph's savers return it."""
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
 
 
 def normalize_id(field: str, value: object) -> str:
