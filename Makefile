@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint soak bench bench-full clean
+BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 install: $(STAMP)
 
@@ -29,6 +30,16 @@ lint: install
 # Long random property runs (not in CI): HYPOTHESIS_PROFILE=soak, every test marked slow included.
 soak: install
 	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -p no:cacheprovider tests
+
+# Benchmarks against the stock InMemorySaver and SqliteSaver; results, ratios and plots in benchmarks/results/.
+bench: install
+	$(BIN)/python -m pytest benchmarks -m "not slow" --benchmark-max-time=0.05 --benchmark-min-rounds=5 $(BENCH) \
+		--benchmark-json=benchmarks/results/short.json
+	$(BIN)/python benchmarks/report.py benchmarks/results/short.json benchmarks/results/short
+
+bench-full: install
+	$(BIN)/python -m pytest benchmarks --benchmark-max-time=1 $(BENCH) --benchmark-json=benchmarks/results/full.json
+	$(BIN)/python benchmarks/report.py benchmarks/results/full.json benchmarks/results/full
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

@@ -115,7 +115,8 @@ def test_put_that_evicts_on_every_call(benchmark, cap):
     }[cap]
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(**limits))
     fill(saver, 120, 1, prefix="warm")
-    label(benchmark, "evicting put", f"bounded, cap={cap}", 0)
+    benchmark.group = f"put of a new thread, eviction cap={cap}"
+    benchmark.extra_info["saver"] = "bounded"
     names = iter(range(10**9))
 
     def setup():

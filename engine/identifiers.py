@@ -94,6 +94,10 @@ class IdentifierCheck:
             return value
         return check_identifier(field, value, self.limits)
 
+    def is_short_printable(self, value: str) -> bool:
+        """The fast test of ``unique`` for a string, without raising. Runtime complexity: O(length)."""
+        return 0 < len(value) <= self._max_length and value.isprintable()
+
     def version(self, channel: str, version: object) -> None:
         """A channel version must be an int, a float or a valid identifier string."""
         kind = type(version)

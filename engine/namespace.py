@@ -118,12 +118,17 @@ class Namespace:
         blobs = self.blobs
         size = growth = record.nbytes
         for key in record.channel_versions.items():
-            size += payload_size(new_blobs[key] if key in new_blobs else blobs.get(key))
+            blob = new_blobs.get(key, _MISSING)
+            if blob is _MISSING:
+                blob = blobs.get(key)
+            if blob is not None:
+                size += len(blob[1])  # type: ignore[index]
         replaced = self.checkpoints.get(record.checkpoint_id)
         if replaced is not None:
             growth -= replaced.nbytes
         for key, blob in new_blobs.items():
-            growth += payload_size(blob) - payload_size(blobs.get(key))
+            old = blobs.get(key)
+            growth += (0 if blob is None else len(blob[1])) - (0 if old is None else len(old[1]))
         return size, growth
 
     def plan_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> tuple[dict[WriteKey, WriteRecord], int]:

@@ -210,7 +210,8 @@ class Store:
             ids.unique("parent checkpoint_id", record.parent_id)
         for channel, version in new_blobs:
             ids.name("channel", channel)
-            ids.version(channel, version)
+            if type(version) is not str or not ids.is_short_printable(version):
+                ids.version(channel, version)
         with self.lock:
             now = self._expire()
             thread = self._threads.get(thread_id)

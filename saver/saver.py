@@ -34,7 +34,7 @@ from saver.locations import (
     normalize_id,
     normalize_ids,
 )
-from saver.offload import estimate_exceeds
+from saver.offload import rough_size
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
@@ -348,8 +348,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> RunnableConfig:
         """Async ``put``; serializes large new values in a worker thread."""
         values = checkpoint.get("channel_values", {})
-        fresh = [values[channel] for channel in new_versions if channel in values]
-        if estimate_exceeds(fresh, self.config.async_offload_bytes):
+        if (
+            rough_size(values[channel] for channel in new_versions if channel in values)
+            > self.config.async_offload_bytes
+        ):
             return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
         return self.put(config, checkpoint, metadata, new_versions)
 
@@ -361,7 +363,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         task_path: str = "",
     ) -> None:
         """Async ``put_writes``; serializes large writes in a worker thread."""
-        if estimate_exceeds([value for _, value in writes], self.config.async_offload_bytes):
+        pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
+        if rough_size(pairs) > self.config.async_offload_bytes:
             return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
         return self.put_writes(config, writes, task_id, task_path)
 
