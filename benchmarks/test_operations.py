@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from workload import IN_MEMORY, SAVERS, ThreadWriter, fill, task_writes
+from workload import IN_MEMORY, SAVERS, ThreadWriter, fill, task_writes, victim_setup
 
 THREADS, CHECKPOINTS = 50, 20  # the store every read benchmark runs against
 
@@ -92,15 +92,7 @@ def test_list(benchmark, stocked, name, kwargs):
 def test_delete_thread(benchmark, stocked):
     kind, saver, _ = stocked
     group(benchmark, "delete_thread", kind)
-    victims = iter(range(10**9))
-
-    def setup():
-        writer = ThreadWriter(saver, f"victim-{next(victims)}")
-        for _ in range(5):
-            writer.advance()
-        return (writer.thread_id,), {}
-
-    benchmark.pedantic(saver.delete_thread, setup=setup, rounds=30)
+    benchmark.pedantic(saver.delete_thread, setup=victim_setup(saver, 5), rounds=30)
 
 
 @pytest.mark.parametrize("kind", IN_MEMORY)

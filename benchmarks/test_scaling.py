@@ -8,7 +8,7 @@ sizes it gets few rounds; its median is still measured, never extrapolated.
 from __future__ import annotations
 
 import pytest
-from workload import IN_MEMORY, SAVERS, ThreadWriter, fill, fill_cheap
+from workload import IN_MEMORY, SAVERS, ThreadWriter, fill, fill_cheap, victim_setup
 
 from engine import KIB
 from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
@@ -63,16 +63,8 @@ def test_put_as_the_store_grows(benchmark, threads, kind):
 def test_delete_thread_as_the_store_grows(benchmark, threads, kind):
     saver = store_of(kind, threads)
     label(benchmark, "delete_thread vs threads in store", kind, threads)
-    victims = iter(range(10**9))
-
-    def setup():
-        writer = ThreadWriter(saver, f"victim-{next(victims)}")
-        for _ in range(3):
-            writer.advance()
-        return (writer.thread_id,), {}
-
     rounds = 10 if kind == "stock" and threads > 10_000 else 40
-    benchmark.pedantic(saver.delete_thread, setup=setup, rounds=rounds)
+    benchmark.pedantic(saver.delete_thread, setup=victim_setup(saver, 3), rounds=rounds)
 
 
 @pytest.mark.parametrize("length", THREAD_LENGTHS)

@@ -142,6 +142,19 @@ def fill_cheap(saver: BaseCheckpointSaver, threads: int, prefix: str = "bulk") -
         saver.put_writes(stored, [("messages", "x"), ("step", 1)], "task")
 
 
+def victim_setup(saver: BaseCheckpointSaver, checkpoints: int) -> Callable[[], tuple[tuple[str], dict]]:
+    """A pytest-benchmark ``setup`` that stores a fresh thread for each round to delete."""
+    victims = iter(range(10**9))
+
+    def setup() -> tuple[tuple[str], dict]:
+        writer = ThreadWriter(saver, f"victim-{next(victims)}")
+        for _ in range(checkpoints):
+            writer.advance()
+        return (writer.thread_id,), {}
+
+    return setup
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2

@@ -73,8 +73,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
         if config is None:
             config = InMemoryCheckpointConfig()
-        elif not isinstance(config, StoreLimits):
-            raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+        elif not isinstance(config, InMemoryCheckpointConfig):
+            if not isinstance(config, StoreLimits):
+                raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+            config = InMemoryCheckpointConfig(**vars(config))  # engine limits, saver defaults
         if not callable(clock):
             raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config

@@ -360,3 +360,13 @@ def test_context_managers_return_the_saver() -> None:
             return entered_async
 
     assert asyncio.run(enter()) is ours
+
+
+def test_engine_limits_are_accepted_as_the_config() -> None:
+    from engine import StoreLimits
+
+    ours = BoundedInMemorySaver(config=StoreLimits(max_threads=5))
+    assert ours.config.max_threads == 5 and ours.config.async_offload_bytes == 64 * 1024
+    assert asyncio.run(ours.aget_tuple(config("t"))) is None
+    with pytest.raises(ValueError, match="InMemoryCheckpointConfig"):
+        BoundedInMemorySaver(config={"max_threads": 5})  # type: ignore[arg-type]
