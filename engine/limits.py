@@ -7,15 +7,22 @@ from dataclasses import dataclass, fields
 
 KIB = 1024
 MIB = 1024 * KIB
+CHECKPOINT_LIMIT_POLICIES = ("reject", "prune_oldest")
 
 
 @dataclass(frozen=True)
 class StoreLimits:
     """Bounds enforced by :class:`engine.Store`.
 
-    Defaults are the contract of the reference page. Every field must be a
-    positive number; ``bool``, zero, negative and NaN values are rejected with a
-    ``ValueError`` that names the field. ``math.inf`` lifts a limit.
+    Defaults are the contract of the reference page. Every numeric field must be
+    a positive number; ``bool``, zero, negative and NaN values are rejected with
+    a ``ValueError`` that names the field. ``math.inf`` lifts a limit.
+
+    ``on_checkpoint_limit`` says what ``max_checkpoints_per_thread`` does:
+    ``"reject"`` an additional checkpoint (the reference behaviour), or
+    ``"prune_oldest"``: drop the thread's oldest checkpoints, a tenth of the
+    limit at a time, keeping every ancestor a surviving checkpoint needs to
+    rebuild its delta channels (see ``Store.put_checkpoint``).
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
@@ -28,14 +35,19 @@ class StoreLimits:
     max_identifier_length: int = 256  # characters per id, or per namespace segment
     max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
     max_dropped_thread_records: int = 1_000  # evicted/expired threads remembered so their late writes fail loudly
+    on_checkpoint_limit: str = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints to make room
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if field.type == "int":
                 _check_count(field.name, value)
-            else:
+            elif field.type == "float":
                 _check_positive(field.name, value)
+        if self.on_checkpoint_limit not in CHECKPOINT_LIMIT_POLICIES:
+            raise ValueError(
+                f"on_checkpoint_limit must be one of {CHECKPOINT_LIMIT_POLICIES}, got {self.on_checkpoint_limit!r}"
+            )
 
     @classmethod
     def unbounded(cls) -> StoreLimits:
@@ -43,7 +55,7 @@ class StoreLimits:
 
         Runtime complexity: O(1).
         """
-        return cls(**{field.name: math.inf for field in fields(cls)})
+        return cls(**{field.name: math.inf for field in fields(cls) if field.type in ("int", "float")})
 
 
 def _check_positive(name: str, value: object) -> None:

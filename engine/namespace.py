@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
@@ -22,6 +23,14 @@ BlobKey = tuple[str, Version]
 """``(channel, version)``: the identity of a stored channel value."""
 
 _MISSING = object()
+
+
+class Removal(NamedTuple):
+    """Checkpoints, with their writes, and blobs to remove from a namespace, and what that frees."""
+
+    checkpoint_ids: list[str]
+    blob_keys: list[BlobKey]
+    freed: Usage
 
 
 class Namespace:
@@ -199,30 +208,55 @@ class Namespace:
             stored[key] = write
             delta.nbytes += write.nbytes
 
-    def remove_checkpoints(self, checkpoint_ids: Iterable[str], delta: Usage) -> list[CheckpointRecord]:
-        """Remove checkpoints with their writes, then every blob no survivor references.
+    def plan_removal(self, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
+        """What removing these checkpoints (with their writes) would take away, without removing it.
 
-        Returns the removed records.
+        Blobs that no surviving checkpoint references go too, except ``keep_blobs``.
 
         Runtime complexity: O(n * channels) for the blob sweep.
         """
-        removed: list[CheckpointRecord] = []
-        for checkpoint_id in checkpoint_ids:
-            record = self.checkpoints.pop(checkpoint_id, None)
-            if record is None:
-                continue
-            removed.append(record)
-            delta.checkpoints -= 1
-            delta.nbytes -= record.nbytes
-            for write in self.writes.pop(checkpoint_id, {}).values():
-                delta.writes -= 1
-                delta.nbytes -= write.nbytes
-        if removed:
-            referenced = {key for record in self.checkpoints.values() for key in record.channel_versions.items()}
-            for key in [key for key in self.blobs if key not in referenced]:
-                delta.blobs -= 1
-                delta.nbytes -= payload_size(self.blobs.pop(key))
+        ids = [cid for cid in dict.fromkeys(checkpoint_ids) if cid in self.checkpoints]
+        freed = Usage()
+        for checkpoint_id in ids:
+            freed.checkpoints += 1
+            freed.nbytes += self.checkpoints[checkpoint_id].nbytes
+            for write in self.writes.get(checkpoint_id, {}).values():
+                freed.writes += 1
+                freed.nbytes += write.nbytes
+        blob_keys: list[BlobKey] = []
+        if ids:
+            gone = set(ids)
+            referenced = {
+                key
+                for cid, record in self.checkpoints.items()
+                if cid not in gone
+                for key in record.channel_versions.items()
+            }
+            blob_keys = [key for key in self.blobs if key not in referenced and key not in keep_blobs]
+            for key in blob_keys:
+                freed.blobs += 1
+                freed.nbytes += payload_size(self.blobs[key])
+        return Removal(ids, blob_keys, freed)
+
+    def apply_removal(self, removal: Removal, delta: Usage) -> list[CheckpointRecord]:
+        """Carry out a removal planned by ``plan_removal``; return the removed records.
+
+        Runtime complexity: O(log n) per checkpoint, O(1) per blob.
+        """
+        removed = [self.checkpoints.pop(checkpoint_id) for checkpoint_id in removal.checkpoint_ids]
+        for checkpoint_id in removal.checkpoint_ids:
+            self.writes.pop(checkpoint_id, None)
+        for key in removal.blob_keys:
+            del self.blobs[key]
+        delta.subtract(removal.freed)
         return removed
+
+    def remove_checkpoints(self, checkpoint_ids: Iterable[str], delta: Usage) -> list[CheckpointRecord]:
+        """Remove checkpoints with their writes, then every blob no survivor references.
+
+        Returns the removed records. Runtime complexity: O(n * channels).
+        """
+        return self.apply_removal(self.plan_removal(checkpoint_ids), delta)
 
     def absorb(self, other: Namespace, delta: Usage) -> None:
         """Add everything ``other`` holds, its records winning on equal keys.

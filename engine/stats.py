@@ -23,6 +23,7 @@ class StoreStats:
         evicted_for_threads: Of those, evicted to respect ``max_threads``.
         evicted_for_bytes: Of those, evicted to respect ``max_total_bytes``.
         expired_threads: Threads removed after ``idle_ttl_seconds`` unused.
+        pruned_checkpoints: Oldest checkpoints dropped by ``on_checkpoint_limit="prune_oldest"``.
         dropped_thread_records: Evicted or expired threads remembered so that
             their late writes raise ``ThreadEvictedError``.
         dropped_thread_record_bytes: Identifier bytes those records hold.
@@ -40,6 +41,7 @@ class StoreStats:
     evicted_for_threads: int
     evicted_for_bytes: int
     expired_threads: int
+    pruned_checkpoints: int
     dropped_thread_records: int
     dropped_thread_record_bytes: int
     rejections: Mapping[str, int] = field(default_factory=dict)

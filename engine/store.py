@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -14,7 +15,7 @@ from engine.dropped import DroppedThread, DroppedThreads
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.identifiers import IdentifierCheck
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace
+from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace, Removal
 from engine.records import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -65,6 +66,7 @@ class Store:
         self._evicted_for_threads = 0
         self._evicted_for_bytes = 0
         self._expired = 0
+        self._pruned_checkpoints = 0
         self._rejections: Counter[str] = Counter()
         self._dropped = DroppedThreads(self.limits.max_dropped_thread_records)
         self._ids = IdentifierCheck(self.limits)
@@ -191,6 +193,11 @@ class Store:
     ) -> None:
         """Store a checkpoint and the channel values that changed with it.
 
+        Over ``max_checkpoints_per_thread`` the checkpoint is rejected, or with
+        ``on_checkpoint_limit="prune_oldest"`` the thread's oldest checkpoints
+        make room (see ``_plan_rolling``); the pruning is planned before
+        anything changes, so a put rejected for another limit prunes nothing.
+
         Raises:
             ValueError: An identifier is invalid.
             CheckpointCapacityError: ``max_namespaces_per_thread``,
@@ -200,7 +207,8 @@ class Store:
                 before it was evicted or expired.
 
         Runtime complexity: O(log n + c) for c channels, plus O(1) per thread
-        evicted.
+        evicted; a put that prunes pays O(n) for n checkpoints of the thread,
+        once per a tenth of the limit.
         """
         limits = self.limits
         ids = self._ids
@@ -217,15 +225,22 @@ class Store:
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
             self._refuse_if_dropped(thread_id, space, record.parent_id, now)
+            rolling: dict[str, Removal] = {}
             if record.checkpoint_id not in space.checkpoints:
                 count = (thread.usage.checkpoints if thread else 0) + 1
                 if count > limits.max_checkpoints_per_thread:
-                    self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
+                    rolling = self._plan_rolling(thread, namespace, record, new_blobs)
+                    if not rolling:
+                        self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
             size, growth = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
+            freed = sum(removal.freed.nbytes for removal in rolling.values())
+            self._make_room(growth - freed, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
+            for name, removal in rolling.items():
+                self._remove_checkpoints(thread, name, removal)
+                self._pruned_checkpoints += len(removal.checkpoint_ids)
             replaced = thread.change(
                 namespace, lambda s, change: s.put_checkpoint(record, new_blobs, change), self._usage
             )
@@ -441,6 +456,7 @@ class Store:
                 evicted_for_threads=self._evicted_for_threads,
                 evicted_for_bytes=self._evicted_for_bytes,
                 expired_threads=self._expired,
+                pruned_checkpoints=self._pruned_checkpoints,
                 dropped_thread_records=len(self._dropped),
                 dropped_thread_record_bytes=self._dropped.nbytes,
                 rejections=dict(self._rejections),
@@ -591,6 +607,61 @@ class Store:
         self._dropped.remember(DroppedThread(thread.thread_id, limit, limit_value, now, newest))
         self._drop(thread)
 
+    def _plan_rolling(
+        self, thread: Thread | None, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
+    ) -> dict[str, Removal]:
+        """With ``on_checkpoint_limit="prune_oldest"``, the removals that make room for ``record``.
+
+        Takes the thread's oldest checkpoints (ids are time-ordered, so across
+        namespaces too), a tenth of the limit at a time so that the O(n) planning
+        is paid once per that many puts. Never takes the new checkpoint's parent,
+        nor an ancestor that a kept checkpoint (or the new one) needs to rebuild
+        a delta channel. Returns ``{}`` when the policy is "reject" or too little
+        can be taken.
+        """
+        limits = self.limits
+        if limits.on_checkpoint_limit != "prune_oldest" or thread is None:
+            return {}
+        maximum = limits.max_checkpoints_per_thread
+        count = thread.usage.checkpoints + 1
+        wanted = count - maximum + max(1, int(maximum // 10)) - 1
+        oldest_first = list(
+            heapq.merge(*(zip(space.checkpoints, itertools.repeat(name)) for name, space in thread.namespaces.items()))
+        )
+        written = thread.namespaces.get(namespace)
+        parent = written.checkpoints.get(record.parent_id) if written is not None and record.parent_id else None
+        # Remove the oldest `cut` checkpoints except those a survivor needs; when that
+        # frees too few (the survivors just past the cut lean on the ones before it),
+        # move the cut forward, so that whole old chains go first.
+        cut = wanted
+        taken: dict[str, list[str]] = {}
+        while cut <= len(oldest_first):
+            keep: dict[str, list[CheckpointRecord]] = {namespace: [record] + ([parent] if parent else [])}
+            for checkpoint_id, name in oldest_first[cut:]:
+                keep.setdefault(name, []).append(thread.namespaces[name].checkpoints[checkpoint_id])
+            required = {
+                name: ancestry.required_ancestors(thread.namespaces.get(name, EMPTY_NAMESPACE), records)
+                for name, records in keep.items()
+            }
+            taken = {}
+            for checkpoint_id, name in oldest_first[:cut]:
+                if checkpoint_id in required.get(name, ()) or (
+                    parent is not None and checkpoint_id == parent.checkpoint_id
+                ):
+                    continue
+                taken.setdefault(name, []).append(checkpoint_id)
+            shortfall = wanted - sum(map(len, taken.values()))
+            if shortfall <= 0 or cut == len(oldest_first):
+                break
+            cut = min(len(oldest_first), cut + shortfall)
+        if sum(map(len, taken.values())) < count - maximum:
+            return {}
+        keep_blobs = set(record.channel_versions.items()) | set(new_blobs)
+        return {
+            name: thread.namespaces[name].plan_removal(ids, keep_blobs if name == namespace else ())
+            for name, ids in taken.items()
+        }
+
     def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
         """Refuse a write that continues a checkpoint of a thread since evicted or expired."""
         record = self._dropped.get(thread_id)
@@ -611,8 +682,14 @@ class Store:
         for run_id in thread.runs:
             self._unindex_run(run_id, thread.thread_id)
 
-    def _remove_checkpoints(self, thread: Thread, namespace: str, checkpoint_ids: Iterable[str]) -> int:
-        removed = thread.change(namespace, lambda s, change: s.remove_checkpoints(checkpoint_ids, change), self._usage)
+    def _remove_checkpoints(self, thread: Thread, namespace: str, removal: Iterable[str] | Removal) -> int:
+        """Remove checkpoints (ids, or a planned ``Removal``) from a namespace of a thread."""
+        if isinstance(removal, Removal):
+            planned = removal
+            removed = thread.change(namespace, lambda s, change: s.apply_removal(planned, change), self._usage)
+        else:
+            ids = removal
+            removed = thread.change(namespace, lambda s, change: s.remove_checkpoints(ids, change), self._usage)
         for record in removed:
             self._count_run(thread, record, -1)
         if not thread.namespaces:
