@@ -156,7 +156,16 @@ class BoundedInvariants(RuleBasedStateMachine):
         if mark_delta:
             metadata["counters_since_delta_snapshot"] = {DELTA: [1, 1]}
         args = (config(thread, namespace, parent), checkpoint, metadata, new_versions)
-        self.attempt(lambda s: s.put(*args), lambda s: s.put(*args))
+        rolling = self.ours.config.on_checkpoint_limit == "prune_oldest"
+        before = self.protected_histories([thread]) if rolling else {}
+
+        def mirror(shadow: StockSaver) -> None:
+            shadow.put(*args)
+            if rolling:  # the put may have pruned the thread's oldest checkpoints
+                self.sync_shadow_removals([thread])
+                self.assert_histories_kept(before)
+
+        self.attempt(lambda s: s.put(*args), mirror)
 
     @rule(
         data=st.data(),
@@ -308,3 +317,26 @@ class BoundedInvariants(RuleBasedStateMachine):
 
 
 TestBoundedInvariants = BoundedInvariants.TestCase
+
+
+ROLLING_LIMITS = InMemoryCheckpointConfig(
+    **{
+        **vars(LIMITS),
+        "on_checkpoint_limit": "prune_oldest",
+        "max_total_bytes": 64 * KIB,  # room enough that threads live long enough to reach the checkpoint limit
+        "idle_ttl_seconds": 10**6,
+        "max_threads": 4,
+        "max_checkpoints_per_thread": 2,
+    }
+)
+
+
+class RollingHistoryInvariants(BoundedInvariants):
+    """The same machine with ``on_checkpoint_limit="prune_oldest"``: puts over the limit prune."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ours = BoundedInMemorySaver(config=ROLLING_LIMITS, clock=self.clock)
+
+
+TestRollingHistoryInvariants = RollingHistoryInvariants.TestCase

@@ -113,7 +113,7 @@ def check_against_stock(invokes: int, limit: int, check_every: int = 1) -> None:
         assert app.invoke(user, cfg) == stock_app.invoke(user, cfg)
         if turn % check_every:
             continue
-        for snapshot in stock_app.get_state_history(cfg, limit=4):
+        for snapshot in stock_app.get_state_history(cfg, limit=3 * check_every + 1):  # 3 checkpoints per invoke
             stock_by_step[snapshot.metadata["step"]] = snapshot.values
         oldest = ours.store.list("chat", "")[-1]
         oldest_config = {
@@ -122,6 +122,7 @@ def check_against_stock(invokes: int, limit: int, check_every: int = 1) -> None:
         held = app.get_state(oldest_config)
         assert held.values == stock_by_step[held.metadata["step"]], f"turn {turn}: the oldest held state is wrong"
     assert app.get_state(cfg).values == stock_app.get_state(cfg).values
+    stock_by_step = {s.metadata["step"]: s.values for s in stock_app.get_state_history(cfg)}
     held = list(app.get_state_history(cfg))
     assert len(held) <= limit < 2 * invokes, "nothing was pruned"
     assert [s.metadata["step"] for s in held] == sorted(stock_by_step, reverse=True)[: len(held)], "not the newest"
