@@ -5,7 +5,9 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
+from engine.dropped import DroppedThread
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
+from engine.export import NamespaceExport, ThreadExport
 from engine.limits import KIB, MIB, StoreLimits
 from engine.records import (
     Blob,
@@ -28,11 +30,14 @@ __all__ = [
     "CheckpointRecord",
     "CheckpointRef",
     "CheckpointView",
+    "DroppedThread",
+    "NamespaceExport",
     "Payload",
     "Store",
     "StoreLimits",
     "StoreStats",
     "ThreadEvictedError",
+    "ThreadExport",
     "Version",
     "WriteRecord",
 ]

@@ -27,6 +27,7 @@ class StoreStats:
         dropped_thread_records: Evicted or expired threads remembered so that
             their late writes raise ``ThreadEvictedError``.
         dropped_thread_record_bytes: Identifier bytes those records hold.
+        drop_hook_errors: Exceptions raised by the ``on_drop`` hook (logged, not propagated).
         rejections: Rejected operations since creation, by limit name.
     """
 
@@ -44,4 +45,5 @@ class StoreStats:
     pruned_checkpoints: int
     dropped_thread_records: int
     dropped_thread_record_bytes: int
+    drop_hook_errors: int = 0
     rejections: Mapping[str, int] = field(default_factory=dict)

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from engine import ancestry
 from engine.dropped import DroppedThread, DroppedThreads
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
+from engine.export import NamespaceExport, ThreadExport, checked_namespace
 from engine.identifiers import IdentifierCheck
 from engine.limits import StoreLimits
 from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace, Removal
 from engine.records import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.rolling import plan_rolling
 from engine.stats import StoreStats
 from engine.thread import Thread
 from engine.usage import Usage
+
+logger = logging.getLogger(__name__)
+
+DropHook = Callable[[DroppedThread, ThreadExport], object]
+"""Called with why and when a thread was evicted or expired, and everything it held."""
 
 
 class CheckpointRef(NamedTuple):
@@ -48,6 +56,11 @@ class Store:
     Args:
         limits: The bounds to enforce; the reference defaults if omitted.
         clock: Monotonic seconds, injectable for tests of expiry.
+        on_drop: Called for each thread evicted or expired, with the reason and a
+            complete export of what it held. It runs after the store's lock is
+            released, in the thread of the operation that dropped the thread (so
+            a slow hook delays that caller only); an exception it raises is
+            logged and counted in ``stats().drop_hook_errors``, never propagated.
     """
 
     def __init__(
@@ -55,6 +68,7 @@ class Store:
         limits: StoreLimits | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_drop: DropHook | None = None,
     ) -> None:
         self.limits = limits if limits is not None else StoreLimits()
         self.clock = clock
@@ -70,6 +84,9 @@ class Store:
         self._rejections: Counter[str] = Counter()
         self._dropped = DroppedThreads(self.limits.max_dropped_thread_records)
         self._ids = IdentifierCheck(self.limits)
+        self.on_drop = on_drop
+        self._drops_to_announce: list[tuple[DroppedThread, ThreadExport]] | None = None
+        self._drop_hook_errors = 0
 
     # --- reads ---------------------------------------------------------------------
 
@@ -80,7 +97,7 @@ class Store:
         its c channel values and w writes.
         """
         self._check_location(thread_id, namespace)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             thread, space = self._find(thread_id, namespace)
             if space is None:
@@ -114,7 +131,7 @@ class Store:
         """
         if thread_id is not None:
             self._ids.name("thread_id", thread_id)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             if thread_id is None:
                 threads = sorted(self._threads.values(), key=lambda t: t.created)
@@ -152,7 +169,7 @@ class Store:
 
         Runtime complexity: O(channels + w log w).
         """
-        with self.lock:
+        with self._operation():
             _, space = self._find(ref.thread_id, ref.namespace)
             if space is None or space.get(ref.record.checkpoint_id) is not ref.record:
                 return None
@@ -171,7 +188,7 @@ class Store:
         log w)) for the a ancestors walked, never more than the thread holds.
         """
         self._check_location(thread_id, namespace)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             thread, space = self._find(thread_id, namespace)
             target = None
@@ -195,7 +212,7 @@ class Store:
 
         Over ``max_checkpoints_per_thread`` the checkpoint is rejected, or with
         ``on_checkpoint_limit="prune_oldest"`` the thread's oldest checkpoints
-        make room (see ``_plan_rolling``); the pruning is planned before
+        make room (see ``engine.rolling``); the pruning is planned before
         anything changes, so a put rejected for another limit prunes nothing.
 
         Raises:
@@ -220,7 +237,7 @@ class Store:
             ids.name("channel", channel)
             if type(version) is not str or not ids.is_short_printable(version):
                 ids.version(channel, version)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
@@ -229,7 +246,7 @@ class Store:
             if record.checkpoint_id not in space.checkpoints:
                 count = (thread.usage.checkpoints if thread else 0) + 1
                 if count > limits.max_checkpoints_per_thread:
-                    rolling = self._plan_rolling(thread, namespace, record, new_blobs)
+                    rolling = plan_rolling(limits, thread, namespace, record, new_blobs)
                     if not rolling:
                         self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
             size, growth = space.plan_checkpoint(record, new_blobs)
@@ -283,7 +300,7 @@ class Store:
             if type(write.task_path) is not str:
                 raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
         batch = sum(write.nbytes for write in writes)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             if batch > limits.max_pending_write_bytes:
                 self._reject("max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
@@ -303,7 +320,7 @@ class Store:
         Runtime complexity: O(1) bookkeeping plus freeing the thread's objects.
         """
         self._ids.name("thread_id", thread_id)
-        with self.lock:
+        with self._operation():
             self._expire()
             self._dropped.forget(thread_id)
             thread = self._threads.get(thread_id)
@@ -323,7 +340,7 @@ class Store:
         threads are not visited.
         """
         runs = set(run_ids)
-        with self.lock:
+        with self._operation():
             self._expire()
             thread_ids = sorted(set().union(*(self._runs.get(run, ()) for run in runs)))
             removed = 0
@@ -348,7 +365,7 @@ class Store:
         Runtime complexity: O(size of the named threads).
         """
         ids = [self._ids.name("thread_id", tid) for tid in thread_ids]
-        with self.lock:
+        with self._operation():
             self._expire()
             for thread_id in ids:
                 thread = self._threads.get(thread_id)
@@ -380,59 +397,103 @@ class Store:
 
         Runtime complexity: O(size of both threads), plus O(1) per thread evicted.
         """
-        limits = self.limits
         self._ids.name("source thread_id", source_id)
         self._ids.name("target thread_id", target_id)
-        with self.lock:
+        with self._operation():
             now = self._expire()
             source = self._threads.get(source_id)
             if source is None or source_id == target_id:
                 return
-            target = self._threads.get(target_id)
-            created = target.created if target is not None else None
-            merged = Thread(target_id, now=now, created=-1)
-            if target is not None:
-                merged.absorb(target)
-            merged.absorb(source)
-            if len(merged.namespaces) > limits.max_namespaces_per_thread:
-                self._reject(
-                    "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
-                )
-            if merged.usage.checkpoints > limits.max_checkpoints_per_thread:
-                self._reject(
-                    "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.usage.checkpoints, target_id
-                )
-            kept_before = target.usage.nbytes if target is not None else 0
-            self._make_room(
-                merged.usage.nbytes - kept_before,
-                adds_thread=target is None,
-                keep=[source] + ([target] if target is not None else []),
-                now=now,
-            )
-            if target is not None:
-                self._drop(target)
-            merged.created = created if created is not None else next(self._creation)
-            self._threads[target_id] = merged
-            self._dropped.forget(target_id)
-            self._usage.add(merged.usage)
-            for run_id in merged.runs:
-                self._runs.setdefault(run_id, set()).add(target_id)
+            self._install(target_id, source.namespaces, now, keep=[source])
             self._touch(source, now)
-            self._touch(merged, now)
+
+    def export_thread(self, thread_id: str) -> ThreadExport | None:
+        """Everything a thread holds, still serialized, or None if it is not stored.
+
+        The export shares the store's immutable records; it does not mark the
+        thread as used. Runtime complexity: O(size of the thread).
+        """
+        self._ids.name("thread_id", thread_id)
+        with self._operation():
+            self._expire()
+            thread = self._threads.get(thread_id)
+            return None if thread is None else self._export(thread)
+
+    def import_thread(self, export: ThreadExport, thread_id: str | None = None) -> None:
+        """Store an export as a thread (its own id unless ``thread_id`` is given).
+
+        Merges into an existing thread as ``copy_thread`` does, the export's
+        records winning. Every identifier and payload is checked first, and the
+        limits hold as for any write.
+
+        Raises:
+            ValueError: The export is malformed or holds an invalid identifier.
+            CheckpointCapacityError: The thread would exceed a limit; nothing changed.
+
+        Runtime complexity: O(size of the export and of the existing thread).
+        """
+        if not isinstance(export, ThreadExport):
+            raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
+        target_id = self._ids.name("thread_id", export.thread_id if thread_id is None else thread_id)
+        namespaces: dict[str, Namespace] = {}
+        for name, space in export.namespaces.items():
+            namespaces[name], largest = checked_namespace(name, space, self._ids)
+            if largest > self.limits.max_checkpoint_bytes:
+                with self._operation():
+                    self._reject("max_checkpoint_bytes", self.limits.max_checkpoint_bytes, largest, target_id)
+        with self._operation():
+            now = self._expire()
+            if namespaces:
+                self._install(target_id, namespaces, now, keep=[])
+
+    def _install(self, target_id: str, namespaces: Mapping[str, Namespace], now: float, keep: list[Thread]) -> None:
+        """Merge namespaces into the thread ``target_id`` (created if absent), within the limits.
+
+        Builds the merged thread aside, decides feasibility, evicts what must go,
+        then swaps it in. ``keep`` are threads that must not be evicted for it.
+        """
+        limits = self.limits
+        target = self._threads.get(target_id)
+        merged = Thread(target_id, now=now, created=-1)
+        if target is not None:
+            merged.absorb(target)
+            keep = [*keep, target]
+        incoming = Thread(target_id, now=now, created=-1)
+        incoming.namespaces = dict(namespaces)
+        merged.absorb(incoming)
+        if len(merged.namespaces) > limits.max_namespaces_per_thread:
+            self._reject(
+                "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
+            )
+        if merged.usage.checkpoints > limits.max_checkpoints_per_thread:
+            self._reject(
+                "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.usage.checkpoints, target_id
+            )
+        kept_before = target.usage.nbytes if target is not None else 0
+        self._make_room(merged.usage.nbytes - kept_before, adds_thread=target is None, keep=keep, now=now)
+        if target is not None:
+            self._drop(target)
+        merged.created = target.created if target is not None else next(self._creation)
+        self._threads[target_id] = merged
+        self._dropped.forget(target_id)
+        self._usage.add(merged.usage)
+        for run_id in merged.runs:
+            self._runs.setdefault(run_id, set()).add(target_id)
+        self._touch(merged, now)
 
     def purge_expired(self) -> int:
         """Remove every thread idle for ``idle_ttl_seconds``; return how many.
 
         Runtime complexity: O(expired threads): they are at the front of the LRU order.
         """
-        with self.lock:
+        with self._operation():
             before = self._expired
             self._expire()
             return self._expired - before
 
     def clear(self) -> None:
         """Remove every thread (not counted as eviction). Runtime complexity: O(1) + freeing."""
-        with self.lock:
+        with self._operation():
             self._threads.clear()
             self._runs.clear()
             self._dropped.clear()
@@ -442,7 +503,7 @@ class Store:
 
     def stats(self) -> StoreStats:
         """Counters of the store. Runtime complexity: O(1) (plus the rejection table)."""
-        with self.lock:
+        with self._operation():
             usage = self._usage
             return StoreStats(
                 threads=len(self._threads),
@@ -459,12 +520,13 @@ class Store:
                 pruned_checkpoints=self._pruned_checkpoints,
                 dropped_thread_records=len(self._dropped),
                 dropped_thread_record_bytes=self._dropped.nbytes,
+                drop_hook_errors=self._drop_hook_errors,
                 rejections=dict(self._rejections),
             )
 
     def thread_ids(self) -> list[str]:
         """Thread ids from least to most recently used. Runtime complexity: O(T)."""
-        with self.lock:
+        with self._operation():
             return list(self._threads)
 
     def check(self) -> None:
@@ -477,7 +539,7 @@ class Store:
 
         Runtime complexity: O(size of the store).
         """
-        with self.lock:
+        with self._operation():
             limits = self.limits
             total = Usage()
             runs: dict[str, set[str]] = {}
@@ -513,6 +575,36 @@ class Store:
             _require(self._usage.nbytes <= limits.max_total_bytes, "max_total_bytes exceeded")
 
     # --- internals -------------------------------------------------------------------------
+
+    @contextmanager
+    def _operation(self) -> Iterator[None]:
+        """Hold the lock for one operation, then hand the threads it dropped to ``on_drop``.
+
+        The hook runs after the lock is released, even when the operation raised.
+        """
+        self.lock.acquire()
+        outermost = self._drops_to_announce is None
+        if outermost:
+            self._drops_to_announce = []
+        try:
+            yield
+        finally:
+            drops = None
+            if outermost:
+                drops, self._drops_to_announce = self._drops_to_announce, None
+            self.lock.release()
+            if drops:
+                self._announce(drops)
+
+    def _announce(self, drops: list[tuple[DroppedThread, ThreadExport]]) -> None:
+        hook = self.on_drop
+        for record, export in drops:
+            try:
+                hook(record, export)  # type: ignore[misc]
+            except Exception:
+                logger.exception("on_drop hook failed for thread %r", record.thread_id)
+                with self.lock:
+                    self._drop_hook_errors += 1
 
     def _check_location(self, thread_id: str, namespace: str) -> None:
         self._ids.name("thread_id", thread_id)
@@ -604,63 +696,17 @@ class Store:
     def _remove_for(self, thread: Thread, limit: str, limit_value: float, now: float) -> None:
         """Evict or expire a thread whole, remembering it so late writes fail loudly."""
         newest = max((s.latest().checkpoint_id for s in thread.namespaces.values() if s.checkpoints), default=None)
-        self._dropped.remember(DroppedThread(thread.thread_id, limit, limit_value, now, newest))
+        record = DroppedThread(thread.thread_id, limit, limit_value, now, newest)
+        self._dropped.remember(record)
+        if self.on_drop is not None and self._drops_to_announce is not None:
+            self._drops_to_announce.append((record, self._export(thread)))
         self._drop(thread)
 
-    def _plan_rolling(
-        self, thread: Thread | None, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
-    ) -> dict[str, Removal]:
-        """With ``on_checkpoint_limit="prune_oldest"``, the removals that make room for ``record``.
-
-        Takes the thread's oldest checkpoints (ids are time-ordered, so across
-        namespaces too), a tenth of the limit at a time so that the O(n) planning
-        is paid once per that many puts. Never takes the new checkpoint's parent,
-        nor an ancestor that a kept checkpoint (or the new one) needs to rebuild
-        a delta channel. Returns ``{}`` when the policy is "reject" or too little
-        can be taken.
-        """
-        limits = self.limits
-        if limits.on_checkpoint_limit != "prune_oldest" or thread is None:
-            return {}
-        maximum = limits.max_checkpoints_per_thread
-        count = thread.usage.checkpoints + 1
-        wanted = count - maximum + max(1, int(maximum // 10)) - 1
-        oldest_first = list(
-            heapq.merge(*(zip(space.checkpoints, itertools.repeat(name)) for name, space in thread.namespaces.items()))
+    @staticmethod
+    def _export(thread: Thread) -> ThreadExport:
+        return ThreadExport(
+            thread.thread_id, {name: NamespaceExport.of(space) for name, space in thread.namespaces.items()}
         )
-        written = thread.namespaces.get(namespace)
-        parent = written.checkpoints.get(record.parent_id) if written is not None and record.parent_id else None
-        # Remove the oldest `cut` checkpoints except those a survivor needs; when that
-        # frees too few (the survivors just past the cut lean on the ones before it),
-        # move the cut forward, so that whole old chains go first.
-        cut = wanted
-        taken: dict[str, list[str]] = {}
-        while cut <= len(oldest_first):
-            keep: dict[str, list[CheckpointRecord]] = {namespace: [record] + ([parent] if parent else [])}
-            for checkpoint_id, name in oldest_first[cut:]:
-                keep.setdefault(name, []).append(thread.namespaces[name].checkpoints[checkpoint_id])
-            required = {
-                name: ancestry.required_ancestors(thread.namespaces.get(name, EMPTY_NAMESPACE), records)
-                for name, records in keep.items()
-            }
-            taken = {}
-            for checkpoint_id, name in oldest_first[:cut]:
-                if checkpoint_id in required.get(name, ()) or (
-                    parent is not None and checkpoint_id == parent.checkpoint_id
-                ):
-                    continue
-                taken.setdefault(name, []).append(checkpoint_id)
-            shortfall = wanted - sum(map(len, taken.values()))
-            if shortfall <= 0 or cut == len(oldest_first):
-                break
-            cut = min(len(oldest_first), cut + shortfall)
-        if sum(map(len, taken.values())) < count - maximum:
-            return {}
-        keep_blobs = set(record.channel_versions.items()) | set(new_blobs)
-        return {
-            name: thread.namespaces[name].plan_removal(ids, keep_blobs if name == namespace else ())
-            for name, ids in taken.items()
-        }
 
     def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
         """Refuse a write that continues a checkpoint of a thread since evicted or expired."""

@@ -8,15 +8,17 @@ graph = builder.compile(checkpointer=checkpointer)
 ```
 """
 
-from engine import CheckpointCapacityError, StoreStats, ThreadEvictedError
+from engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
 from saver.config import InMemoryCheckpointConfig
 from saver.saver import BoundedInMemorySaver, InMemorySaver
 
 __all__ = [
     "BoundedInMemorySaver",
     "CheckpointCapacityError",
+    "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",
     "StoreStats",
     "ThreadEvictedError",
+    "ThreadExport",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine import KIB, StoreLimits
+from engine import KIB, DroppedThread, StoreLimits, ThreadExport
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,20 @@ class InMemoryCheckpointConfig(StoreLimits):
 
     Invalid values (zero, negative, NaN, ``bool``, a fraction where a count is
     expected) raise ``ValueError`` naming the field.
+
+    ``on_evict(dropped, export)`` is called for every thread the saver evicts or
+    expires, with why and when (``engine.DroppedThread``) and everything the
+    thread held, still serialized (``engine.ThreadExport``), so it can be
+    archived or imported elsewhere (``BoundedInMemorySaver.import_thread``). It
+    runs after the saver's lock is released, in the thread whose operation
+    dropped the thread: a slow hook delays that one caller, never the others;
+    an exception it raises is logged and counted (``stats().drop_hook_errors``).
     """
 
     async_offload_bytes: int = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
+    on_evict: Callable[[DroppedThread, ThreadExport], object] | None = None  # called for each evicted/expired thread
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.on_evict is not None and not callable(self.on_evict):
+            raise ValueError(f"on_evict must be callable, got {type(self.on_evict).__name__}")

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from engine import CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats
+from engine import CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats, ThreadExport
 from saver import codec
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
@@ -80,7 +80,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         if not callable(clock):
             raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config
-        self.store = Store(config, clock=clock)
+        self.store = Store(config, clock=clock, on_drop=config.on_evict)
 
     # --- context managers (nothing to open or close) ---------------------------------------
 
@@ -125,6 +125,30 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     def clear(self) -> None:
         """Remove every thread. Runtime complexity: O(1) plus freeing them."""
         self.store.clear()
+
+    def export_thread(self, thread_id: str) -> ThreadExport | None:
+        """Everything a thread holds (all namespaces, checkpoints, metadata, writes,
+        blobs), still serialized, or None if it is not stored.
+
+        Runtime complexity: O(size of the thread).
+        """
+        return self.store.export_thread(normalize_id("thread_id", thread_id))
+
+    def import_thread(self, export: ThreadExport, thread_id: str | None = None) -> None:
+        """Store an export made by ``export_thread`` (or given to ``on_evict``).
+
+        Checkpoint ids, parent links, metadata, writes and channel values are kept,
+        so a graph resumes on it as before. Payloads must have been written with
+        a compatible serializer. Merges into an existing thread, the export winning.
+
+        Raises:
+            ValueError: Malformed export or invalid identifier.
+            CheckpointCapacityError: It does not fit the limits; nothing changed.
+
+        Runtime complexity: O(size of the export).
+        """
+        target = None if thread_id is None else normalize_id("thread_id", thread_id)
+        self.store.import_thread(export, target)
 
     def check(self) -> None:
         """Assert the engine's invariants (for tests and post-mortems).

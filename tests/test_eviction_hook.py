@@ -1,0 +1,160 @@
+"""on_evict receives every dropped thread whole; export_thread / import_thread move threads."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import pytest
+from langgraph.types import Command
+
+from saver import BoundedInMemorySaver, CheckpointCapacityError, DroppedThread, InMemoryCheckpointConfig, ThreadExport
+from tests.conftest import FakeClock
+from tests.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, interrupt_and_resume
+from tests.helpers import config, fingerprint, put
+
+
+def snapshot(saver: BoundedInMemorySaver, thread_id: str) -> list[Any]:
+    """Every checkpoint of a thread as get_tuple returns it, all namespaces."""
+    return [
+        (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+        for t in saver.list({"configurable": {"thread_id": thread_id}})
+    ]
+
+
+def filled(saver: BoundedInMemorySaver, thread_id: str) -> None:
+    parent = put(saver, thread_id, {"a": 1, "doc": "x" * 100}, version="1")
+    saver.put_writes(parent, [("a", 2), ("__error__", "boom")], "task-1", "~__pregel_pull, n")
+    child = put(saver, thread_id, {"a": 2}, parent=parent, version="2")
+    saver.put_writes(child, [("a", 3)], "task-2")
+    put(saver, thread_id, {"b": "sub"}, namespace="sub:1", version="s")
+
+
+def test_the_hook_gets_the_reason_and_a_complete_export_that_imports_back() -> None:
+    received: list[tuple[DroppedThread, ThreadExport]] = []
+    clock = FakeClock()
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(max_threads=1, on_evict=lambda d, e: received.append((d, e))), clock=clock
+    )
+    filled(saver, "archived")
+    before = snapshot(saver, "archived")
+    clock.advance(3)
+    put(saver, "newcomer", {"a": 1})  # evicts "archived"
+    [(dropped, export)] = received
+    assert (dropped.thread_id, dropped.limit, dropped.dropped_at) == ("archived", "max_threads", clock.now)
+    assert set(export.namespaces) == {"", "sub:1"} and export.checkpoint_count == 3
+    restored = BoundedInMemorySaver()
+    restored.import_thread(export)
+    assert snapshot(restored, "archived") == before
+    assert restored.stats().total_bytes == export.nbytes
+    restored.check()
+
+
+def test_expiry_calls_the_hook_too() -> None:
+    received: list[DroppedThread] = []
+    clock = FakeClock()
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(idle_ttl_seconds=10, on_evict=lambda d, e: received.append(d)), clock=clock
+    )
+    filled(saver, "idle")
+    clock.advance(11)
+    assert saver.purge_expired() == 1
+    assert [(d.thread_id, d.limit) for d in received] == [("idle", "idle_ttl_seconds")]
+
+
+def test_a_failing_hook_is_logged_counted_and_harmless(caplog) -> None:
+    def broken(dropped: DroppedThread, export: ThreadExport) -> None:
+        raise RuntimeError("archive is down")
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=broken))
+    filled(saver, "first")
+    with caplog.at_level(logging.ERROR):
+        put(saver, "second", {"a": 1})  # the eviction's hook fails; the put still succeeds
+    assert "archive is down" in caplog.text
+    assert saver.stats().drop_hook_errors == 1
+    assert saver.get_tuple(config("second")) is not None
+    saver.check()
+
+
+def test_the_hook_runs_outside_the_lock_and_may_use_the_saver() -> None:
+    other_threads_got_in: list[bool] = []
+    archive = BoundedInMemorySaver()
+
+    def hook(dropped: DroppedThread, export: ThreadExport) -> None:
+        # another OS thread can use the saver while the hook runs: the lock is not held
+        probe = threading.Thread(target=lambda: other_threads_got_in.append(saver.stats().threads >= 0))
+        probe.start()
+        probe.join(timeout=10)
+        archive.import_thread(export)
+        saver.get_tuple(config(dropped.thread_id))  # re-entering the saver itself is fine too
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=2, on_evict=hook))
+    for name in ("a", "b", "c", "d"):
+        filled(saver, name)
+    assert other_threads_got_in == [True, True]
+    assert sorted(archive.store.thread_ids()) == ["a", "b"]
+    saver.check()
+    archive.check()
+
+
+def test_export_and_import_move_a_real_graph_thread_that_resumes() -> None:
+    source = BoundedInMemorySaver()
+    calls: dict[str, int] = {}
+    app = approval_graph(source, calls)
+    cfg = {"configurable": {"thread_id": "review"}}
+    app.invoke({"messages": ["hi"]}, cfg)  # stops at the interrupt
+    export = source.export_thread("review")
+    target = BoundedInMemorySaver()
+    target.import_thread(export, thread_id="moved")
+    moved_app = approval_graph(target, calls)
+    moved = {"configurable": {"thread_id": "moved"}}
+    assert moved_app.get_state(moved).values == app.get_state(cfg).values
+    assert moved_app.get_state(moved).next == ("ask",)
+    assert moved_app.invoke(Command(resume="yes"), moved)["approved"] == "yes"
+    assert len(list(moved_app.get_state_history(moved))) == len(list(app.get_state_history(cfg))) + 2
+
+
+def test_a_delta_channel_thread_survives_the_move() -> None:
+    source = BoundedInMemorySaver()
+    runner = Runner(delta_graph(source, {}), use_async=False, durability="sync")
+    asyncio.run(delta_channel_conversation(runner))
+    target = BoundedInMemorySaver()
+    target.import_thread(source.export_thread("delta"))
+    moved = delta_graph(target, {})
+    cfg = {"configurable": {"thread_id": "delta"}}
+    assert [s.values for s in moved.get_state_history(cfg)] == [s.values for s in runner.app.get_state_history(cfg)]
+
+
+def test_import_respects_the_limits_and_rejects_malformed_exports() -> None:
+    source = BoundedInMemorySaver()
+    filled(source, "big")
+    export = source.export_thread("big")
+    small = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_checkpoints_per_thread=2))
+    put(small, "resident", {"a": 1})
+    before = fingerprint(small.store)
+    with pytest.raises(CheckpointCapacityError, match="max_checkpoints_per_thread"):
+        small.import_thread(export)
+    assert fingerprint(small.store) == before
+    with pytest.raises(ValueError, match="ThreadExport"):
+        small.import_thread({"thread_id": "x"})  # type: ignore[arg-type]
+    forged = export._replace(thread_id="x" * 10_000)
+    with pytest.raises(ValueError, match="thread_id"):
+        small.import_thread(forged)
+    bad_payload = export._replace(
+        namespaces={"": export.namespaces[""]._replace(blobs={("a", "1"): ("msgpack", "not bytes")})}
+    )
+    with pytest.raises(ValueError, match="payload"):
+        small.import_thread(bad_payload, thread_id="y")
+    assert fingerprint(small.store) == before
+    assert source.export_thread("missing") is None
+
+
+def test_interrupted_runs_keep_their_interrupt_through_export() -> None:
+    source = BoundedInMemorySaver()
+    calls: dict[str, int] = {}
+    asyncio.run(interrupt_and_resume(Runner(approval_graph(source, calls), use_async=False, durability="sync")))
+    target = BoundedInMemorySaver()
+    target.import_thread(source.export_thread("approval"))
+    assert snapshot(target, "approval") == snapshot(source, "approval")
