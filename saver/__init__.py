@@ -11,6 +11,7 @@ graph = builder.compile(checkpointer=checkpointer)
 from engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
 from saver.config import InMemoryCheckpointConfig
 from saver.saver import BoundedInMemorySaver, InMemorySaver
+from saver.transfer import copy_threads
 
 __all__ = [
     "BoundedInMemorySaver",
@@ -21,4 +22,5 @@ __all__ = [
     "StoreStats",
     "ThreadEvictedError",
     "ThreadExport",
+    "copy_threads",
 ]
