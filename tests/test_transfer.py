@@ -69,3 +69,43 @@ def test_a_delta_channel_history_rebuilds_on_the_target(sqlite_saver) -> None:
 
 def test_missing_threads_copy_nothing(sqlite_saver) -> None:
     assert copy_threads(BoundedInMemorySaver(), sqlite_saver, ["nobody"]) == 0
+
+
+# --- a real PostgreSQL server ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres_saver():
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    from tests.postgres_server import ServerUnavailable, postgres_server
+
+    try:
+        server = postgres_server()
+        conninfo = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"NO POSTGRESQL SERVER COULD BE STARTED, the PostgresSaver test did not run: {error}")
+    try:
+        with Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row) as connection:
+            saver = PostgresSaver(connection)
+            saver.setup()
+            yield saver
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_threads_move_to_postgres_and_back_and_resume(postgres_saver) -> None:
+    ours = BoundedInMemorySaver()
+    app = nested_graph(ours, {})
+    cfg = {"configurable": {"thread_id": "pg-nested"}}
+    app.invoke({"messages": ["go"]}, cfg)
+    copy_threads(ours, postgres_saver, ["pg-nested"])
+    on_postgres = nested_graph(postgres_saver, {})
+    assert history(on_postgres, "pg-nested") == history(app, "pg-nested")
+    back = BoundedInMemorySaver()
+    copy_threads(postgres_saver, back, ["pg-nested"])
+    returned = nested_graph(back, {})
+    assert returned.invoke(Command(resume="inside"), cfg) == app.invoke(Command(resume="inside"), cfg)
+    assert on_postgres.invoke(Command(resume="inside"), cfg) == app.get_state(cfg).values
