@@ -87,6 +87,8 @@ class Store:
         self.on_drop = on_drop
         self._drops_to_announce: list[tuple[DroppedThread, ThreadExport]] | None = None
         self._drop_hook_errors = 0
+        self._snapshot_cache: dict[str, ThreadExport] | None = None  # exports as of the last snapshot
+        self._changed: set[str] = set()  # threads changed since then
 
     # --- reads ---------------------------------------------------------------------
 
@@ -256,7 +258,7 @@ class Store:
             self._make_room(growth - freed, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
             thread = self._use(thread_id, now)
             for name, removal in rolling.items():
-                self._remove_checkpoints(thread, name, removal)
+                self._remove_checkpoints(thread, name, removal, drop_if_empty=False)
                 self._pruned_checkpoints += len(removal.checkpoint_ids)
             replaced = thread.change(
                 namespace, lambda s, change: s.put_checkpoint(record, new_blobs, change), self._usage
@@ -419,12 +421,14 @@ class Store:
             thread = self._threads.get(thread_id)
             return None if thread is None else self._export(thread)
 
-    def import_thread(self, export: ThreadExport, thread_id: str | None = None) -> None:
+    def import_thread(self, export: ThreadExport, thread_id: str | None = None, *, idle_seconds: float = 0.0) -> None:
         """Store an export as a thread (its own id unless ``thread_id`` is given).
 
         Merges into an existing thread as ``copy_thread`` does, the export's
         records winning. Every identifier and payload is checked first, and the
-        limits hold as for any write.
+        limits hold as for any write. ``idle_seconds`` backdates its last use
+        (restoring a snapshot keeps threads' ages; the thread goes to the most
+        recently used end, so import oldest first).
 
         Raises:
             ValueError: The export is malformed or holds an invalid identifier.
@@ -445,6 +449,7 @@ class Store:
             now = self._expire()
             if namespaces:
                 self._install(target_id, namespaces, now, keep=[])
+                self._threads[target_id].last_used = now - max(0.0, idle_seconds)
 
     def _install(self, target_id: str, namespaces: Mapping[str, Namespace], now: float, keep: list[Thread]) -> None:
         """Merge namespaces into the thread ``target_id`` (created if absent), within the limits.
@@ -475,11 +480,35 @@ class Store:
             self._drop(target)
         merged.created = target.created if target is not None else next(self._creation)
         self._threads[target_id] = merged
+        self._mark_changed(target_id)
         self._dropped.forget(target_id)
         self._usage.add(merged.usage)
         for run_id in merged.runs:
             self._runs.setdefault(run_id, set()).add(target_id)
         self._touch(merged, now)
+
+    def snapshot(self) -> tuple[list[tuple[ThreadExport, float]], float]:
+        """Every thread's export with its idle seconds, least recently used first, and the clock.
+
+        Only threads changed since the previous snapshot are exported under the
+        lock (the others' exports are reused: records are immutable), so a
+        periodic snapshot holds writers up for a copy of the changed threads,
+        not of the store. Runtime complexity: O(T + size of changed threads).
+        """
+        with self._operation():
+            now = self._expire()
+            cache = self._snapshot_cache
+            if cache is None:
+                cache = self._snapshot_cache = {}
+                self._changed.update(self._threads)
+            for thread_id in self._changed:
+                thread = self._threads.get(thread_id)
+                if thread is None:
+                    cache.pop(thread_id, None)
+                else:
+                    cache[thread_id] = self._export(thread)
+            self._changed.clear()
+            return [(cache[tid], now - thread.last_used) for tid, thread in self._threads.items()], now
 
     def purge_expired(self) -> int:
         """Remove every thread idle for ``idle_ttl_seconds``; return how many.
@@ -494,6 +523,8 @@ class Store:
     def clear(self) -> None:
         """Remove every thread (not counted as eviction). Runtime complexity: O(1) + freeing."""
         with self._operation():
+            for thread_id in self._threads:
+                self._mark_changed(thread_id)
             self._threads.clear()
             self._runs.clear()
             self._dropped.clear()
@@ -668,7 +699,13 @@ class Store:
                 self._remove_for(victim, "max_total_bytes", limits.max_total_bytes, now)
                 self._evicted_for_bytes += 1
 
+    def _mark_changed(self, thread_id: str) -> None:
+        """Note a changed thread for the next ``snapshot`` (only once snapshots are taken)."""
+        if self._snapshot_cache is not None:
+            self._changed.add(thread_id)
+
     def _use(self, thread_id: str, now: float) -> Thread:
+        self._mark_changed(thread_id)
         thread = self._threads.get(thread_id)
         if thread is None:
             thread = self._threads[thread_id] = Thread(thread_id, now=now, created=next(self._creation))
@@ -723,13 +760,20 @@ class Store:
         )
 
     def _drop(self, thread: Thread) -> None:
+        self._mark_changed(thread.thread_id)
         del self._threads[thread.thread_id]
         self._usage.subtract(thread.usage)
         for run_id in thread.runs:
             self._unindex_run(run_id, thread.thread_id)
 
-    def _remove_checkpoints(self, thread: Thread, namespace: str, removal: Iterable[str] | Removal) -> int:
-        """Remove checkpoints (ids, or a planned ``Removal``) from a namespace of a thread."""
+    def _remove_checkpoints(
+        self, thread: Thread, namespace: str, removal: Iterable[str] | Removal, *, drop_if_empty: bool = True
+    ) -> int:
+        """Remove checkpoints (ids, or a planned ``Removal``) from a namespace of a thread.
+
+        A thread left empty is dropped, unless the caller is about to write to it.
+        """
+        self._mark_changed(thread.thread_id)
         if isinstance(removal, Removal):
             planned = removal
             removed = thread.change(namespace, lambda s, change: s.apply_removal(planned, change), self._usage)
@@ -738,7 +782,7 @@ class Store:
             removed = thread.change(namespace, lambda s, change: s.remove_checkpoints(ids, change), self._usage)
         for record in removed:
             self._count_run(thread, record, -1)
-        if not thread.namespaces:
+        if drop_if_empty and not thread.namespaces:
             self._drop(thread)
         return len(removed)
 

@@ -11,6 +11,7 @@ graph = builder.compile(checkpointer=checkpointer)
 from engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
 from saver.config import InMemoryCheckpointConfig
 from saver.saver import BoundedInMemorySaver, InMemorySaver
+from saver.snapshot import LoadReport, SnapshotError
 from saver.transfer import copy_threads
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",
+    "LoadReport",
+    "SnapshotError",
     "StoreStats",
     "ThreadEvictedError",
     "ThreadExport",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,8 +39,12 @@ class InMemoryCheckpointConfig(StoreLimits):
 
     async_offload_bytes: int = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
     on_evict: Callable[[DroppedThread, ThreadExport], object] | None = None  # called for each evicted/expired thread
+    autosave_path: str | None = None  # file to snapshot the store to periodically (None: no autosave)
+    autosave_interval_seconds: float = 60.0  # seconds between autosaves
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.on_evict is not None and not callable(self.on_evict):
             raise ValueError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
+        if self.autosave_path is not None and not isinstance(self.autosave_path, (str, os.PathLike)):
+            raise ValueError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -22,8 +24,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from engine import CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats, ThreadExport
-from saver import codec
+from engine import CheckpointCapacityError, CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats, ThreadExport
+from saver import codec, snapshot
+from saver.autosave import Autosaver
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
     Location,
@@ -35,6 +38,7 @@ from saver.locations import (
     normalize_ids,
 )
 from saver.offload import rough_size
+from saver.snapshot import LoadReport
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
@@ -81,6 +85,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config
         self.store = Store(config, clock=clock, on_drop=config.on_evict)
+        self.load_report: LoadReport | None = None
+        self._autosaver: Autosaver | None = None
+        if config.autosave_path is not None:
+            self._start_autosave()
 
     # --- context managers (nothing to open or close) ---------------------------------------
 
@@ -93,7 +101,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        return None
+        self.close()
 
     async def __aenter__(self) -> BoundedInMemorySaver:
         return self
@@ -104,7 +112,79 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        return None
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        """Stop autosaving, after one last save. The store stays usable. Runtime complexity: one save."""
+        if self._autosaver is not None:
+            self._autosaver.stop()
+            self._autosaver = None
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> int:
+        """Write the whole store (LRU order and idle ages included) to one file, atomically.
+
+        The store's lock is held only to copy the threads changed since the
+        previous save; serializing and writing happen outside it. Returns how
+        many threads were saved.
+
+        Runtime complexity: O(T + size of changed threads) under the lock, O(size) in all.
+        """
+        threads, _ = self.store.snapshot()
+        snapshot.write_atomically(path, snapshot.encode(threads))
+        return len(threads)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        config: InMemoryCheckpointConfig | None = None,
+        serde: SerializerProtocol | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> BoundedInMemorySaver:
+        """A saver restored from a ``save`` file, under the limits of ``config``.
+
+        Threads are restored least recently used first with their idle ages (the
+        wall-clock time since the save included): one idle past
+        ``idle_ttl_seconds`` is not restored, one that does not fit the
+        limits is evicted (LRU) or rejected, as a write would be. What happened
+        to each thread is in ``saver.load_report``. The file is read and verified
+        whole before anything is restored.
+
+        Raises:
+            SnapshotError: The file is foreign, truncated, corrupted or of an unknown version.
+
+        Runtime complexity: O(size of the file).
+        """
+        parsed = snapshot.read(path)
+        config = config if config is not None else InMemoryCheckpointConfig()
+        saver = cls(config=replace(config, autosave_path=None), serde=serde, clock=clock)
+        report = LoadReport()
+        since_save = max(0.0, time.time() - parsed.saved_at)  # wall time: monotonic clocks end with the process
+        for export, idle_at_save in parsed.threads:
+            idle = idle_at_save + since_save
+            if idle >= config.idle_ttl_seconds:
+                report.expired.append(export.thread_id)
+                continue
+            try:
+                saver.store.import_thread(export, idle_seconds=idle)
+                report.loaded.append(export.thread_id)
+            except (CheckpointCapacityError, ValueError) as error:
+                report.rejected[export.thread_id] = str(error)
+        present = set(saver.store.thread_ids())
+        report.evicted = [thread_id for thread_id in report.loaded if thread_id not in present]
+        report.loaded = [thread_id for thread_id in report.loaded if thread_id in present]
+        saver.load_report = report
+        saver.config = config
+        if config.autosave_path is not None:
+            saver._start_autosave()
+        return saver
+
+    def _start_autosave(self) -> None:
+        path = self.config.autosave_path
+        self._autosaver = Autosaver(lambda: self.save(path), self.config.autosave_interval_seconds)
 
     # --- observation and maintenance ------------------------------------------------------
 

@@ -13,7 +13,7 @@ from langgraph.graph import START, StateGraph
 from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.conftest import make_saver
 from tests.graphs import extend
-from tests.helpers import config, fingerprint, put
+from tests.helpers import config, fingerprint, make_checkpoint, put
 
 
 def rolling(**limits: Any) -> BoundedInMemorySaver:
@@ -141,3 +141,20 @@ def test_a_long_conversation_keeps_working_with_the_same_state_as_the_stock_save
 @pytest.mark.slow
 def test_five_thousand_invokes_under_the_default_limit() -> None:
     check_against_stock(invokes=5_000, limit=1_000, check_every=7)
+
+
+def test_pruning_a_whole_other_namespace_keeps_the_thread_being_written() -> None:
+    """Found by the rolling model machine: pruning emptied the thread's only namespace
+    just before a put into a new one, and the store dropped the thread under the put."""
+    saver = rolling(max_checkpoints_per_thread=2)
+    first = put(saver, "t", {}, namespace="sub:1", version="1")
+    # a child that stores its delta channel empty, so it needs its parent: the cut takes both
+    child = make_checkpoint({}, {"messages": "2"})
+    metadata = {"counters_since_delta_snapshot": {"messages": [1, 1]}}
+    saver.put(first, child, metadata, {"messages": "2"})
+    put(saver, "t", {"a": 1}, namespace="", version="3")
+    assert saver.stats().pruned_checkpoints == 2
+    saver.check()
+    assert saver.get_tuple(config("t")) is not None
+    saver.delete_thread("t")
+    assert (saver.stats().checkpoints, saver.stats().total_bytes) == (0, 0)
