@@ -24,7 +24,16 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from engine import CheckpointCapacityError, CheckpointRef, CheckpointView, Store, StoreLimits, StoreStats, ThreadExport
+from engine import (
+    ChannelHistory,
+    CheckpointCapacityError,
+    CheckpointRef,
+    CheckpointView,
+    Store,
+    StoreLimits,
+    StoreStats,
+    ThreadExport,
+)
 from saver import codec, snapshot
 from saver.autosave import Autosaver
 from saver.config import InMemoryCheckpointConfig
@@ -287,11 +296,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """
         if not channels:
             return {}
-        location = locate(config)
-        histories = self.store.delta_history(
-            location.thread_id, location.namespace, location.checkpoint_id, list(channels)
-        )
-        return codec.decode_histories(self.serde, histories)
+        return codec.decode_histories(self.serde, self._delta_histories(config, channels))
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -437,10 +442,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        location = locate(config)
-        histories = self.store.delta_history(
-            location.thread_id, location.namespace, location.checkpoint_id, list(channels)
-        )
+        histories = self._delta_histories(config, channels)
         if codec.history_bytes(histories) > self.config.async_offload_bytes:
             return await asyncio.to_thread(codec.decode_histories, self.serde, histories)
         return codec.decode_histories(self.serde, histories)
@@ -491,6 +493,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
+        location = locate(config)
+        return self.store.delta_history(location.thread_id, location.namespace, location.checkpoint_id, list(channels))
 
     def _get_view(self, config: RunnableConfig) -> CheckpointView | None:
         location = locate(config)
