@@ -1,4 +1,4 @@
-"""The saver's settings: the engine's limits plus how async methods behave."""
+"""The saver's settings: the engine's limits, async offloading, the eviction hook and autosave."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ class InMemoryCheckpointConfig(StoreLimits):
     ``idle_ttl_seconds`` (4 hours), ``max_threads`` (1,000),
     ``max_namespaces_per_thread`` (16), ``max_checkpoints_per_thread`` (1,000),
     ``max_checkpoint_bytes`` (1 MiB), ``max_pending_write_bytes`` (512 KiB),
-    ``max_total_bytes`` (64 MiB), ``max_identifier_length`` (256) and
-    ``max_namespace_depth`` (32).
+    ``max_total_bytes`` (64 MiB), ``max_identifier_length`` (256),
+    ``max_namespace_depth`` (32), ``max_dropped_thread_records`` (1,000) and
+    ``on_checkpoint_limit`` (``"reject"``, or ``"prune_oldest"`` for rolling
+    history).
 
     Invalid values (zero, negative, NaN, ``bool``, a fraction where a count is
     expected) raise ``ValueError`` naming the field.
@@ -35,6 +37,9 @@ class InMemoryCheckpointConfig(StoreLimits):
     runs after the saver's lock is released, in the thread whose operation
     dropped the thread: a slow hook delays that one caller, never the others;
     an exception it raises is logged and counted (``stats().drop_hook_errors``).
+
+    With ``autosave_path`` the saver snapshots itself there every
+    ``autosave_interval_seconds`` and on ``close()`` (see ``saver.snapshot``).
     """
 
     async_offload_bytes: int = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
