@@ -7,8 +7,8 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import NamedTuple
 
 from engine import ancestry
@@ -607,25 +607,13 @@ class Store:
 
     # --- internals -------------------------------------------------------------------------
 
-    @contextmanager
-    def _operation(self) -> Iterator[None]:
+    def _operation(self) -> AbstractContextManager[object]:
         """Hold the lock for one operation, then hand the threads it dropped to ``on_drop``.
 
-        The hook runs after the lock is released, even when the operation raised.
+        The hook runs after the lock is released, even when the operation
+        raised. Without a hook this is the bare lock.
         """
-        self.lock.acquire()
-        outermost = self._drops_to_announce is None
-        if outermost:
-            self._drops_to_announce = []
-        try:
-            yield
-        finally:
-            drops = None
-            if outermost:
-                drops, self._drops_to_announce = self._drops_to_announce, None
-            self.lock.release()
-            if drops:
-                self._announce(drops)
+        return self.lock if self.on_drop is None else _Announcing(self)
 
     def _announce(self, drops: list[tuple[DroppedThread, ThreadExport]]) -> None:
         hook = self.on_drop
@@ -805,6 +793,32 @@ class Store:
     def _reject(self, limit: str, limit_value: float, needed: float, thread_id: str | None) -> None:
         self._rejections[limit] += 1
         raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
+
+
+class _Announcing:
+    """The store's lock, plus announcing the threads dropped meanwhile once it is released."""
+
+    __slots__ = ("outermost", "store")
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.outermost = False
+
+    def __enter__(self) -> None:
+        store = self.store
+        store.lock.acquire()
+        self.outermost = store._drops_to_announce is None
+        if self.outermost:
+            store._drops_to_announce = []
+
+    def __exit__(self, *exc_info: object) -> None:
+        store = self.store
+        drops = None
+        if self.outermost:
+            drops, store._drops_to_announce = store._drops_to_announce, None
+        store.lock.release()
+        if drops:
+            store._announce(drops)
 
 
 def _check_namespace(thread_id: str, name: str, space: Namespace) -> None:
