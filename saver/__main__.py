@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from saver.snapshot import SnapshotError, read
 
@@ -15,7 +15,7 @@ def inspect(path: str, top: int) -> int:
     except (SnapshotError, OSError) as error:
         print(f"{path}: {error}", file=sys.stderr)
         return 1
-    saved = datetime.fromtimestamp(snapshot.saved_at, tz=timezone.utc).isoformat(timespec="seconds")
+    saved = datetime.fromtimestamp(snapshot.saved_at, tz=UTC).isoformat(timespec="seconds")
     threads = snapshot.threads
     print(f"{path}: snapshot saved {saved}")
     print(f"  threads      {len(threads):,}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +23,7 @@ def make_checkpoint(
     return Checkpoint(
         v=4,
         id=checkpoint_id or str(uuid6(clock_seq=-1)),
-        ts=datetime.now(timezone.utc).isoformat(),
+        ts=datetime.now(UTC).isoformat(),
         channel_values=values,
         channel_versions=versions if versions is not None else dict.fromkeys(values, 1),
         versions_seen={},
