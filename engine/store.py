@@ -440,13 +440,14 @@ class Store:
             raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
         target_id = self._ids.name("thread_id", export.thread_id if thread_id is None else thread_id)
         namespaces: dict[str, Namespace] = {}
+        largest = 0
         for name, space in export.namespaces.items():
-            namespaces[name], largest = checked_namespace(name, space, self._ids)
-            if largest > self.limits.max_checkpoint_bytes:
-                with self._operation():
-                    self._reject("max_checkpoint_bytes", self.limits.max_checkpoint_bytes, largest, target_id)
+            namespaces[name], size = checked_namespace(name, space, self._ids)
+            largest = max(largest, size)
         with self._operation():
             now = self._expire()
+            if largest > self.limits.max_checkpoint_bytes:
+                self._reject("max_checkpoint_bytes", self.limits.max_checkpoint_bytes, largest, target_id)
             if namespaces:
                 self._install(target_id, namespaces, now, keep=[])
                 self._threads[target_id].last_used = now - max(0.0, idle_seconds)
@@ -662,10 +663,7 @@ class Store:
         Decides feasibility first and rejects without evicting anyone.
         """
         limits = self.limits
-        threads = self._threads
-        if self._usage.nbytes + growth <= limits.max_total_bytes and not (
-            adds_thread and len(threads) + 1 > limits.max_threads
-        ):
+        if self._overflow(growth, adds_thread) is None:
             return  # fits as it is (and so do the threads kept)
         kept_bytes = sum(thread.usage.nbytes for thread in keep) + growth
         if kept_bytes > limits.max_total_bytes:
@@ -673,19 +671,23 @@ class Store:
             self._reject("max_total_bytes", limits.max_total_bytes, kept_bytes, thread_id)
         if adds_thread and len(keep) + 1 > limits.max_threads:
             self._reject("max_threads", limits.max_threads, len(keep) + 1, keep[0].thread_id)
+        threads = self._threads
         for thread in keep:
             threads.move_to_end(thread.thread_id)
-        while True:
-            for_threads = adds_thread and len(threads) + 1 > limits.max_threads
-            if not for_threads and self._usage.nbytes + growth <= limits.max_total_bytes:
-                return
-            victim = next(iter(threads.values()))
-            if for_threads:
-                self._remove_for(victim, "max_threads", limits.max_threads, now)
+        while (limit := self._overflow(growth, adds_thread)) is not None:
+            self._remove_for(next(iter(threads.values())), limit, getattr(limits, limit), now)
+            if limit == "max_threads":
                 self._evicted_for_threads += 1
             else:
-                self._remove_for(victim, "max_total_bytes", limits.max_total_bytes, now)
                 self._evicted_for_bytes += 1
+
+    def _overflow(self, growth: int, adds_thread: bool) -> str | None:
+        """The limit the store would exceed by growing so (thread count first), or None."""
+        if adds_thread and len(self._threads) + 1 > self.limits.max_threads:
+            return "max_threads"
+        if self._usage.nbytes + growth > self.limits.max_total_bytes:
+            return "max_total_bytes"
+        return None
 
     def _mark_changed(self, thread_id: str) -> None:
         """Note a changed thread for the next ``snapshot`` (only once snapshots are taken)."""

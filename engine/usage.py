@@ -28,15 +28,6 @@ class Usage:
             self.namespaces + other.namespaces,
         )
 
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            self.nbytes - other.nbytes,
-            self.checkpoints - other.checkpoints,
-            self.writes - other.writes,
-            self.blobs - other.blobs,
-            self.namespaces - other.namespaces,
-        )
-
     def add(self, other: Usage) -> None:
         """Add ``other`` in place. Runtime complexity: O(1)."""
         self.nbytes += other.nbytes

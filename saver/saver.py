@@ -274,15 +274,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Runtime complexity: O(log n + k) for k results without ``filter``; with
         ``filter``, every candidate's metadata is deserialized.
         """
-        refs = self._list_refs(config, before=before, limit=None if filter else limit)
-        yielded = 0
-        for ref in refs:
-            if limit is not None and yielded >= limit:
-                return
-            matched = self._read_listed(ref, filter)
-            if matched is not None:
-                yield codec.decode_view(self.serde, *matched)
-                yielded += 1
+        for view, metadata in self._listed(config, filter, before, limit):
+            yield codec.decode_view(self.serde, view, metadata)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -426,15 +419,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list``; deserializes large checkpoints in a worker thread."""
-        refs = self._list_refs(config, before=before, limit=None if filter else limit)
-        yielded = 0
-        for ref in refs:
-            if limit is not None and yielded >= limit:
-                return
-            matched = self._read_listed(ref, filter)
-            if matched is not None:
-                yield await self._decode(*matched)
-                yielded += 1
+        for view, metadata in self._listed(config, filter, before, limit):
+            yield await self._decode(view, metadata)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -516,6 +502,24 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             before=before_id,
             limit=limit,
         )
+
+    def _listed(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Iterator[tuple[CheckpointView, CheckpointMetadata | None]]:
+        """The views ``list`` and ``alist`` yield, lazily: matched against ``filter``, at most ``limit``."""
+        refs = self._list_refs(config, before=before, limit=None if filter else limit)
+        yielded = 0
+        for ref in refs:
+            if limit is not None and yielded >= limit:
+                return
+            matched = self._read_listed(ref, filter)
+            if matched is not None:
+                yield matched
+                yielded += 1
 
     def _read_listed(
         self, ref: CheckpointRef, filter: dict[str, Any] | None
