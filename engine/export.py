@@ -35,8 +35,7 @@ class NamespaceExport(NamedTuple):
     def to_namespace(self) -> Namespace:
         """A namespace holding these records. Runtime complexity: O(size)."""
         space = Namespace()
-        for record in self.checkpoints:
-            space.checkpoints[record.checkpoint_id] = record
+        space.checkpoints.update(self.checkpoints)
         for checkpoint_id, writes in self.writes.items():
             if writes:
                 space.writes[checkpoint_id] = {write.key: write for write in writes}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from sortedcontainers import SortedDict
-
+from engine.index import CheckpointIndex
 from engine.records import (
     Blob,
     CheckpointRecord,
@@ -36,14 +35,16 @@ class Removal(NamedTuple):
 class Namespace:
     """Checkpoints kept sorted by id, writes grouped by checkpoint, blobs by version.
 
-    Every mutating method adds what it changed to a ``delta`` it is given, so
-    that the thread and the store keep their totals without recounting.
+    Writes are planned, then applied: a ``plan_*`` method changes nothing and
+    returns the exact ``Usage`` change, which the thread and the store add to
+    their totals once the operation is known to fit; the matching mutation
+    just stores.
     """
 
     __slots__ = ("blobs", "checkpoints", "writes")
 
     def __init__(self) -> None:
-        self.checkpoints: SortedDict[str, CheckpointRecord] = SortedDict()
+        self.checkpoints = CheckpointIndex()
         self.writes: dict[str, dict[WriteKey, WriteRecord]] = {}
         self.blobs: dict[BlobKey, Blob] = {}
 
@@ -55,9 +56,7 @@ class Namespace:
 
     def latest(self) -> CheckpointRecord | None:
         """The checkpoint with the greatest id. Runtime complexity: O(1)."""
-        if not self.checkpoints:
-            return None
-        return self.checkpoints.peekitem(-1)[1]
+        return self.checkpoints.latest()
 
     def get(self, checkpoint_id: str) -> CheckpointRecord | None:
         """The checkpoint with this id. Runtime complexity: O(1)."""
@@ -68,7 +67,7 @@ class Namespace:
 
         Runtime complexity: O(log n) to start, O(1) per id yielded.
         """
-        return self.checkpoints.irange(maximum=before, inclusive=(True, False), reverse=True)
+        return self.checkpoints.newest_first(before)
 
     def blob(self, channel: str, version: Version) -> Payload | None:
         """The non-empty value of ``channel`` at ``version``, or None.
@@ -115,17 +114,17 @@ class Namespace:
 
     # --- planning (no mutation) ---------------------------------------------------
 
-    def plan_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, int]:
-        """``(state_size, growth)`` if ``put_checkpoint`` stored these, without storing them.
+    def plan_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, Usage]:
+        """``(state_size, change)`` if ``put_checkpoint`` stored these, without storing them.
 
         ``state_size`` is the bytes of the whole state a read of ``record`` would
         return (checkpoint, metadata, every channel value it references);
-        ``growth`` is what the namespace would grow by.
+        ``change`` is what the namespace's totals would change by.
 
         Runtime complexity: O(channels of the checkpoint).
         """
         blobs = self.blobs
-        size = growth = record.nbytes
+        size = growth = len(record.checkpoint[1]) + len(record.metadata[1])
         for key in record.channel_versions.items():
             blob = new_blobs.get(key, _MISSING)
             if blob is _MISSING:
@@ -135,78 +134,65 @@ class Namespace:
         replaced = self.checkpoints.get(record.checkpoint_id)
         if replaced is not None:
             growth -= replaced.nbytes
+        added_blobs = 0
         for key, blob in new_blobs.items():
-            old = blobs.get(key)
-            growth += (0 if blob is None else len(blob[1])) - (0 if old is None else len(old[1]))
-        return size, growth
+            old = blobs.get(key, _MISSING)
+            if old is _MISSING:
+                added_blobs += 1
+            elif old is not None:
+                growth -= len(old[1])  # type: ignore[index]
+            if blob is not None:
+                growth += len(blob[1])
+        return size, Usage(nbytes=growth, checkpoints=0 if replaced else 1, blobs=added_blobs)
 
-    def plan_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> tuple[dict[WriteKey, WriteRecord], int]:
-        """The writes ``put_writes`` would store, and the bytes the namespace would grow by.
+    def plan_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> tuple[dict[WriteKey, WriteRecord], Usage]:
+        """The writes ``put_writes`` would store, and what the namespace's totals would change by.
 
         Regular writes are kept only if absent, special (negative index) writes
         always, the last of a key winning.
 
         Runtime complexity: O(len(writes)).
         """
-        stored = self.writes.get(checkpoint_id, {})
+        stored = self.writes.get(checkpoint_id, _NO_WRITES)
         accepted: dict[WriteKey, WriteRecord] = {}
         for write in writes:
-            key = write.key
+            key = (write.task_id, write.idx)
             if write.idx >= 0 and key in stored:
                 continue
             accepted[key] = write
-        growth = 0
+        change = Usage()
         for key, write in accepted.items():
             replaced = stored.get(key)
-            growth += write.nbytes if replaced is None else write.nbytes - replaced.nbytes
-        return accepted, growth
+            if replaced is None:
+                change.writes += 1
+            else:
+                change.nbytes -= replaced.nbytes
+            change.nbytes += len(write.value[1]) + len(write.task_path)
+        return accepted, change
 
     # --- mutation ------------------------------------------------------------------
 
-    def put_checkpoint(
-        self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob], delta: Usage
-    ) -> CheckpointRecord | None:
-        """Store a checkpoint and its new blobs; return the record it replaced.
+    def put_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> CheckpointRecord | None:
+        """Store a checkpoint and its new blobs, as planned by ``plan_checkpoint``; return the record it replaced.
 
-        Runtime complexity: O(log n + len(new_blobs)).
+        Runtime complexity: O(len(new_blobs)), plus ``CheckpointIndex.put``'s
+        O(1) for a new latest id.
         """
-        for key, blob in new_blobs.items():
-            self.put_blob(key, blob, delta)
-        replaced = self.checkpoints.get(record.checkpoint_id)
-        if replaced is None:
-            delta.checkpoints += 1
-        else:
-            delta.nbytes -= replaced.nbytes
-        self.checkpoints[record.checkpoint_id] = record
-        delta.nbytes += record.nbytes
-        return replaced
+        self.blobs.update(new_blobs)
+        return self.checkpoints.put(record)
 
-    def put_blob(self, key: BlobKey, blob: Blob, delta: Usage) -> None:
-        """Store one blob, replacing any at the same key. Runtime complexity: O(1)."""
-        old = self.blobs.get(key, _MISSING)
-        if old is _MISSING:
-            delta.blobs += 1
-        else:
-            delta.nbytes -= payload_size(old)  # type: ignore[arg-type]
-        self.blobs[key] = blob
-        delta.nbytes += payload_size(blob)
-
-    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], delta: Usage) -> None:
+    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> None:
         """Store writes chosen by ``plan_writes``.
 
         Runtime complexity: O(len(accepted)).
         """
         if not accepted:
             return
-        stored = self.writes.setdefault(checkpoint_id, {})
-        for key, write in accepted.items():
-            replaced = stored.get(key)
-            if replaced is None:
-                delta.writes += 1
-            else:
-                delta.nbytes -= replaced.nbytes
-            stored[key] = write
-            delta.nbytes += write.nbytes
+        stored = self.writes.get(checkpoint_id)
+        if stored is None:
+            self.writes[checkpoint_id] = dict(accepted)
+        else:
+            stored.update(accepted)
 
     def plan_removal(self, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
         """What removing these checkpoints (with their writes) would take away, without removing it.
@@ -238,41 +224,43 @@ class Namespace:
                 freed.nbytes += payload_size(self.blobs[key])
         return Removal(ids, blob_keys, freed)
 
-    def apply_removal(self, removal: Removal, delta: Usage) -> list[CheckpointRecord]:
+    def apply_removal(self, removal: Removal) -> list[CheckpointRecord]:
         """Carry out a removal planned by ``plan_removal``; return the removed records.
 
-        Runtime complexity: O(log n) per checkpoint, O(1) per blob.
+        Its ``freed`` is what the namespace's totals went down by.
+        Runtime complexity: O(n) for n checkpoints (O(log n) for one), O(1) per blob.
         """
-        removed = [self.checkpoints.pop(checkpoint_id) for checkpoint_id in removal.checkpoint_ids]
+        removed = self.checkpoints.remove(removal.checkpoint_ids)
         for checkpoint_id in removal.checkpoint_ids:
             self.writes.pop(checkpoint_id, None)
         for key in removal.blob_keys:
             del self.blobs[key]
-        delta.subtract(removal.freed)
         return removed
 
-    def remove_checkpoints(self, checkpoint_ids: Iterable[str], delta: Usage) -> list[CheckpointRecord]:
-        """Remove checkpoints with their writes, then every blob no survivor references.
-
-        Returns the removed records. Runtime complexity: O(n * channels).
-        """
-        return self.apply_removal(self.plan_removal(checkpoint_ids), delta)
-
-    def absorb(self, other: Namespace, delta: Usage) -> None:
+    def absorb(self, other: Namespace) -> None:
         """Add everything ``other`` holds, its records winning on equal keys.
 
-        Records are immutable, so they are shared, not copied.
+        Records are immutable, so they are shared, not copied. The caller
+        recounts its totals.
 
-        Runtime complexity: O(size of other).
+        Runtime complexity: O((n + m) log(n + m)) for the merged ids, O(size of other) besides.
         """
-        for key, blob in other.blobs.items():
-            self.put_blob(key, blob, delta)
-        for record in other.checkpoints.values():
-            self.put_checkpoint(record, {}, delta)
+        self.blobs.update(other.blobs)
+        self.checkpoints.update(other.checkpoints.values())
         for checkpoint_id, writes in other.writes.items():
-            self.put_writes(checkpoint_id, writes, delta)
+            self.put_writes(checkpoint_id, writes)
 
     # --- consistency -----------------------------------------------------------------
+
+    def check(self) -> None:
+        """Assert that every checkpoint and write is filed under its own key. Runtime complexity: O(size)."""
+        self.checkpoints.check()
+        for stored in self.writes.values():
+            if not stored:
+                raise AssertionError("an empty write set is kept")
+            for key, write in stored.items():
+                if write.key != key:
+                    raise AssertionError(f"write {write.key!r} is filed under {key!r}")
 
     def recount(self) -> Usage:
         """What the namespace holds, counted from scratch, for ``check()``. Runtime complexity: O(size)."""
@@ -290,6 +278,9 @@ class Namespace:
 
 def _sort_key(write: WriteRecord) -> tuple[str, str, int]:
     return write.sort_key
+
+
+_NO_WRITES: dict[WriteKey, WriteRecord] = {}
 
 
 EMPTY_NAMESPACE = Namespace()

@@ -251,18 +251,17 @@ class Store:
                     rolling = plan_rolling(limits, thread, namespace, record, new_blobs)
                     if not rolling:
                         self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
-            size, growth = space.plan_checkpoint(record, new_blobs)
+            size, change = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            freed = sum(removal.freed.nbytes for removal in rolling.values())
-            self._make_room(growth - freed, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
+            freed = sum(removal.freed.nbytes for removal in rolling.values()) if rolling else 0
+            self._make_room(change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
             thread = self._use(thread_id, now)
             for name, removal in rolling.items():
                 self._remove_checkpoints(thread, name, removal, drop_if_empty=False)
                 self._pruned_checkpoints += len(removal.checkpoint_ids)
-            replaced = thread.change(
-                namespace, lambda s, change: s.put_checkpoint(record, new_blobs, change), self._usage
-            )
+            replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
+            self._usage.add(change)
             if replaced is None or replaced.run_id != record.run_id:
                 self._count_run(thread, replaced, -1)
                 self._count_run(thread, record, +1)
@@ -311,10 +310,11 @@ class Store:
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
             self._refuse_if_dropped(thread_id, space, checkpoint_id, now)
-            accepted, growth = space.plan_writes(checkpoint_id, writes)
-            self._make_room(growth, adds_thread=thread is None, keep=[thread] if thread else [], now=now)
+            accepted, change = space.plan_writes(checkpoint_id, writes)
+            self._make_room(change.nbytes, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
             thread = self._use(thread_id, now)
-            thread.change(namespace, lambda s, change: s.put_writes(checkpoint_id, accepted, change), self._usage)
+            thread.put_writes(namespace, checkpoint_id, accepted, change)
+            self._usage.add(change)
 
     def delete_thread(self, thread_id: str) -> bool:
         """Remove a thread whole; return whether it existed.
@@ -662,9 +662,9 @@ class Store:
 
         Decides feasibility first and rejects without evicting anyone.
         """
-        limits = self.limits
         if self._overflow(growth, adds_thread) is None:
             return  # fits as it is (and so do the threads kept)
+        limits = self.limits
         kept_bytes = sum(thread.usage.nbytes for thread in keep) + growth
         if kept_bytes > limits.max_total_bytes:
             thread_id = keep[0].thread_id if keep else None
@@ -699,13 +699,15 @@ class Store:
         thread = self._threads.get(thread_id)
         if thread is None:
             thread = self._threads[thread_id] = Thread(thread_id, now=now, created=next(self._creation))
-        self._touch(thread, now)
+        else:
+            self._touch(thread, now)
         return thread
 
     def _touch(self, thread: Thread | None, now: float) -> None:
         if thread is None:
             return
-        thread.last_used = max(thread.last_used, now)
+        if now > thread.last_used:
+            thread.last_used = now
         self._threads.move_to_end(thread.thread_id)
 
     def _expire(self) -> float:
@@ -764,12 +766,10 @@ class Store:
         A thread left empty is dropped, unless the caller is about to write to it.
         """
         self._mark_changed(thread.thread_id)
-        if isinstance(removal, Removal):
-            planned = removal
-            removed = thread.change(namespace, lambda s, change: s.apply_removal(planned, change), self._usage)
-        else:
-            ids = removal
-            removed = thread.change(namespace, lambda s, change: s.remove_checkpoints(ids, change), self._usage)
+        if not isinstance(removal, Removal):
+            removal = thread.namespaces[namespace].plan_removal(removal)
+        removed = thread.remove(namespace, removal)
+        self._usage.subtract(removal.freed)
         for record in removed:
             self._count_run(thread, record, -1)
         if drop_if_empty and not thread.namespaces:
@@ -826,14 +826,10 @@ class _Announcing:
 def _check_namespace(thread_id: str, name: str, space: Namespace) -> None:
     where = f"thread {thread_id!r} namespace {name!r}"
     _require(not space.is_empty(), f"{where} is empty")
-    for checkpoint_id, record in space.checkpoints.items():
-        _require(
-            record.checkpoint_id == checkpoint_id, f"{where} files {record.checkpoint_id!r} under {checkpoint_id!r}"
-        )
-    for stored in space.writes.values():
-        _require(bool(stored), f"{where} keeps an empty write set")
-        for key, write in stored.items():
-            _require(write.key == key, f"{where} files write {write.key!r} under {key!r}")
+    try:
+        space.check()
+    except AssertionError as error:
+        raise AssertionError(f"{where}: {error}") from None
 
 
 def _require(condition: bool, message: str) -> None:

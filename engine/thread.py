@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Mapping
 
-from engine.namespace import Namespace
-from engine.records import CheckpointRecord
+from engine.namespace import BlobKey, Namespace, Removal
+from engine.records import Blob, CheckpointRecord, WriteKey, WriteRecord
 from engine.usage import Usage
-
-T = TypeVar("T")
 
 
 class Thread:
@@ -35,28 +32,51 @@ class Thread:
         self.created = created
         self.runs: Counter[str] = Counter()
 
-    def change(self, name: str, mutate: Callable[[Namespace, Usage], T], delta: Usage) -> T:
-        """Apply ``mutate(namespace, change)`` to namespace ``name`` (created if absent).
+    def put_checkpoint(
+        self, name: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob], change: Usage
+    ) -> CheckpointRecord | None:
+        """Store a checkpoint in namespace ``name`` (created if absent); return the record it replaced.
 
-        ``mutate`` records what it changes in ``change``; a namespace created or
-        left empty (and so dropped) is recorded too. The change is added to the
-        thread's totals and to ``delta``, which the caller applies to the store's.
-        Returns what ``mutate`` returned.
+        ``change`` is the namespace's planned change (``Namespace.plan_checkpoint``);
+        a namespace created is added to it, and it is added to the thread's totals
+        for the caller to add to the store's.
 
-        Runtime complexity: O(1) plus the cost of ``mutate``.
+        Runtime complexity: O(1) plus ``Namespace.put_checkpoint``.
         """
-        space = self.namespaces.get(name)
-        change = Usage()
-        if space is None:
-            space = self.namespaces[name] = Namespace()
-            change.namespaces = 1
-        result = mutate(space, change)
+        space = self._namespace(name, change)
+        replaced = space.put_checkpoint(record, new_blobs)
+        self.usage.add(change)
+        return replaced
+
+    def put_writes(self, name: str, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], change: Usage) -> None:
+        """Store writes planned by ``Namespace.plan_writes``; ``change`` as in ``put_checkpoint``.
+
+        Runtime complexity: O(len(accepted)).
+        """
+        self._namespace(name, change).put_writes(checkpoint_id, accepted)
+        self.usage.add(change)
+
+    def remove(self, name: str, removal: Removal) -> list[CheckpointRecord]:
+        """Carry out a removal planned in namespace ``name``; return the removed records.
+
+        A namespace left empty is dropped, and counted in ``removal.freed``,
+        which is subtracted from the thread's totals for the caller to subtract
+        from the store's. Runtime complexity: that of ``Namespace.apply_removal``.
+        """
+        space = self.namespaces[name]
+        removed = space.apply_removal(removal)
         if space.is_empty():
             del self.namespaces[name]
-            change.namespaces -= 1
-        self.usage.add(change)
-        delta.add(change)
-        return result
+            removal.freed.namespaces += 1
+        self.usage.subtract(removal.freed)
+        return removed
+
+    def _namespace(self, name: str, change: Usage) -> Namespace:
+        space = self.namespaces.get(name)
+        if space is None:
+            space = self.namespaces[name] = Namespace()
+            change.namespaces += 1
+        return space
 
     def count_run(self, record: CheckpointRecord | None, delta: int) -> str | None:
         """Add ``delta`` to the count of ``record``'s run.
@@ -83,15 +103,15 @@ class Thread:
         return total
 
     def absorb(self, other: Thread) -> None:
-        """Add everything ``other`` holds, its records winning on equal keys.
+        """Add everything ``other`` holds, its records winning on equal keys, and recount.
 
         Records are immutable, so they are shared, not copied.
 
         Runtime complexity: O(size of both threads).
         """
-        delta = Usage()
         for name, space in other.namespaces.items():
-            self.change(name, lambda target, change, source=space: target.absorb(source, change), delta)
+            self._namespace(name, Usage()).absorb(space)
+        self.usage = self.recount()
         self.runs = Counter(
             record.run_id
             for space in self.namespaces.values()
