@@ -34,8 +34,8 @@ def ancestors(space: Namespace, record: CheckpointRecord) -> Iterator[Checkpoint
 
 
 def seed_at(space: Namespace, record: CheckpointRecord, channel: str) -> Payload | None:
-    """The non-empty value ``record`` stores for ``channel``, if any. Runtime complexity: O(1)."""
-    version = record.channel_versions.get(channel)
+    """The non-empty value ``record`` stores for ``channel``, if any. Runtime complexity: O(channels)."""
+    version = record.version_of(channel)
     if version is None:
         return None
     return space.blob(channel, version)
@@ -77,7 +77,7 @@ def unseeded_delta_channels(space: Namespace, record: CheckpointRecord) -> set[s
     return {
         channel
         for channel in record.delta_channels
-        if channel in record.channel_versions and seed_at(space, record, channel) is None
+        if record.version_of(channel) is not None and seed_at(space, record, channel) is None
     }
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from engine.identifiers import IdentifierCheck
-from engine.namespace import BlobKey, Namespace
-from engine.records import Blob, CheckpointRecord, WriteRecord, payload_size
+from engine.namespace import Namespace
+from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, payload_size
 
 
 class NamespaceExport(NamedTuple):
@@ -90,6 +90,11 @@ def checked_namespace(name: str, export: NamespaceExport, ids: IdentifierCheck) 
             ids.unique("parent checkpoint_id", record.parent_id)
         _check_payload("checkpoint", record.checkpoint)
         _check_payload("metadata", record.metadata)
+        if not isinstance(record.versions, tuple) or len(record.versions) % 2:
+            raise ValueError(f"versions of {record.checkpoint_id!r} must be a flat (channel, version, ...) tuple")
+        for channel, version in record.blob_keys():
+            ids.name("channel", channel)
+            ids.version(channel, version)
         largest = max(largest, space.plan_checkpoint(record, {})[0])
     for writes in space.writes.values():
         for write in writes.values():

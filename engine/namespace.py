@@ -8,6 +8,7 @@ from typing import NamedTuple
 from engine.index import CheckpointIndex
 from engine.records import (
     Blob,
+    BlobKey,
     CheckpointRecord,
     CheckpointView,
     Payload,
@@ -17,9 +18,6 @@ from engine.records import (
     payload_size,
 )
 from engine.usage import Usage
-
-BlobKey = tuple[str, Version]
-"""``(channel, version)``: the identity of a stored channel value."""
 
 _MISSING = object()
 
@@ -83,10 +81,10 @@ class Namespace:
         """
         values: dict[str, Payload] = {}
         blobs = self.blobs
-        for channel, version in record.channel_versions.items():
-            payload = blobs.get((channel, version))
+        for key in record.blob_keys():
+            payload = blobs.get(key)
             if payload is not None:
-                values[channel] = payload
+                values[key[0]] = payload
         return values
 
     def ordered_writes(self, checkpoint_id: str) -> list[WriteRecord]:
@@ -124,8 +122,8 @@ class Namespace:
         Runtime complexity: O(channels of the checkpoint).
         """
         blobs = self.blobs
-        size = growth = len(record.checkpoint[1]) + len(record.metadata[1])
-        for key in record.channel_versions.items():
+        size = growth = len(record.checkpoint_data) + len(record.metadata_data)
+        for key in record.blob_keys():
             blob = new_blobs.get(key, _MISSING)
             if blob is _MISSING:
                 blob = blobs.get(key)
@@ -145,7 +143,9 @@ class Namespace:
                 growth += len(blob[1])
         return size, Usage(nbytes=growth, checkpoints=0 if replaced else 1, blobs=added_blobs)
 
-    def plan_writes(self, checkpoint_id: str, writes: Sequence[WriteRecord]) -> tuple[dict[WriteKey, WriteRecord], Usage]:
+    def plan_writes(
+        self, checkpoint_id: str, writes: Sequence[WriteRecord]
+    ) -> tuple[dict[WriteKey, WriteRecord], Usage]:
         """The writes ``put_writes`` would store, and what the namespace's totals would change by.
 
         Regular writes are kept only if absent, special (negative index) writes
@@ -167,7 +167,7 @@ class Namespace:
                 change.writes += 1
             else:
                 change.nbytes -= replaced.nbytes
-            change.nbytes += len(write.value[1]) + len(write.task_path)
+            change.nbytes += len(write.value_data) + len(write.task_path)
         return accepted, change
 
     # --- mutation ------------------------------------------------------------------
@@ -213,10 +213,7 @@ class Namespace:
         if ids:
             gone = set(ids)
             referenced = {
-                key
-                for cid, record in self.checkpoints.items()
-                if cid not in gone
-                for key in record.channel_versions.items()
+                key for cid, record in self.checkpoints.items() if cid not in gone for key in record.blob_keys()
             }
             blob_keys = [key for key in self.blobs if key not in referenced and key not in keep_blobs]
             for key in blob_keys:

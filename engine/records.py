@@ -9,7 +9,8 @@ pair that a serializer produced; the store only measures ``data``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import NamedTuple
 
 Payload = tuple[str, bytes]
@@ -41,19 +42,29 @@ def text_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+BlobKey = tuple[str, Version]
+"""``(channel, version)``: the identity of a stored channel value."""
+
 _NO_CHANNELS: frozenset[str] = frozenset()
+
+# Records keep their fields flat (a payload's tag and data side by side, channel
+# versions as one tuple) because they are the store's most numerous objects:
+# every nested tuple or dict would cost its own header per checkpoint or write.
 
 
 class CheckpointRecord(NamedTuple):
-    """One stored checkpoint of one namespace.
+    """One stored checkpoint of one namespace; build one with ``CheckpointRecord.of``.
 
     Attributes:
         checkpoint_id: Time-ordered id; the greatest id is the latest checkpoint.
         parent_id: The checkpoint this one continues from, if any.
-        checkpoint: The serialized checkpoint without its channel values.
-        metadata: The serialized metadata.
-        channel_versions: Channel name to the version of its value in this
-            checkpoint; values live in the namespace's blobs.
+        checkpoint_type: Type tag of the serialized checkpoint (without its channel values).
+        checkpoint_data: Its bytes.
+        metadata_type: Type tag of the serialized metadata.
+        metadata_data: Its bytes.
+        versions: Flat ``(channel, version, channel, version, ...)``: the version
+            of each channel's value in this checkpoint; values live in the
+            namespace's blobs. Read it through ``blob_keys`` or ``version_of``.
         run_id: The run that created the checkpoint, for ``delete_runs``.
         delta_channels: Channels whose value at this checkpoint, when not stored
             as a blob, must be rebuilt from ancestors' writes. Ancestry-aware
@@ -62,20 +73,74 @@ class CheckpointRecord(NamedTuple):
 
     checkpoint_id: str
     parent_id: str | None
-    checkpoint: Payload
-    metadata: Payload
-    channel_versions: Mapping[str, Version]
+    checkpoint_type: str
+    checkpoint_data: bytes
+    metadata_type: str
+    metadata_data: bytes
+    versions: tuple[str | Version, ...] = ()
     run_id: str | None = None
     delta_channels: frozenset[str] = _NO_CHANNELS
+
+    @classmethod
+    def of(
+        cls,
+        checkpoint_id: str,
+        parent_id: str | None,
+        checkpoint: Payload,
+        metadata: Payload,
+        channel_versions: Mapping[str, Version],
+        run_id: str | None = None,
+        delta_channels: frozenset[str] = _NO_CHANNELS,
+    ) -> CheckpointRecord:
+        """A record from payloads and a channel-to-version mapping. Runtime complexity: O(channels)."""
+        return cls(
+            checkpoint_id,
+            parent_id,
+            checkpoint[0],
+            checkpoint[1],
+            metadata[0],
+            metadata[1],
+            tuple(chain.from_iterable(channel_versions.items())),
+            run_id,
+            delta_channels,
+        )
+
+    @property
+    def checkpoint(self) -> Payload:
+        """The serialized checkpoint, without its channel values."""
+        return (self.checkpoint_type, self.checkpoint_data)
+
+    @property
+    def metadata(self) -> Payload:
+        """The serialized metadata."""
+        return (self.metadata_type, self.metadata_data)
+
+    @property
+    def channel_versions(self) -> dict[str, Version]:
+        """Channel name to version, as a new dict. Runtime complexity: O(channels)."""
+        return dict(self.blob_keys())
+
+    def blob_keys(self) -> Iterator[BlobKey]:
+        """``(channel, version)`` of each channel. Runtime complexity: O(1) per key."""
+        flat = iter(self.versions)
+        return zip(flat, flat, strict=False)  # type: ignore[return-value]
+
+    def version_of(self, channel: str) -> Version | None:
+        """The version of ``channel``'s value, or None. Runtime complexity: O(channels)."""
+        versions = self.versions
+        for position in range(0, len(versions), 2):
+            if versions[position] == channel:
+                return versions[position + 1]
+        return None
 
     @property
     def nbytes(self) -> int:
         """Bytes counted for the record: serialized checkpoint plus metadata."""
-        return len(self.checkpoint[1]) + len(self.metadata[1])
+        return len(self.checkpoint_data) + len(self.metadata_data)
 
 
 class WriteRecord(NamedTuple):
-    """One pending write, stored under the checkpoint its task ran from.
+    """One pending write, stored under the checkpoint its task ran from; build one with ``WriteRecord.of``.
 
     ``idx`` is the write's index in its batch, or a negative index for the
     special channels that overwrite instead of being kept once.
@@ -84,8 +149,19 @@ class WriteRecord(NamedTuple):
     task_id: str
     idx: int
     channel: str
-    value: Payload
+    value_type: str
+    value_data: bytes
     task_path: str = ""
+
+    @classmethod
+    def of(cls, task_id: str, idx: int, channel: str, value: Payload, task_path: str = "") -> WriteRecord:
+        """A record from a payload. Runtime complexity: O(1)."""
+        return cls(task_id, idx, channel, value[0], value[1], task_path)
+
+    @property
+    def value(self) -> Payload:
+        """The serialized value."""
+        return (self.value_type, self.value_data)
 
     @property
     def key(self) -> WriteKey:
@@ -99,7 +175,7 @@ class WriteRecord(NamedTuple):
     @property
     def nbytes(self) -> int:
         """Bytes counted: the serialized value plus the free-form task path (one per character)."""
-        return len(self.value[1]) + len(self.task_path)
+        return len(self.value_data) + len(self.task_path)
 
 
 class CheckpointView(NamedTuple):
@@ -125,7 +201,7 @@ class CheckpointView(NamedTuple):
         return (
             self.record.nbytes
             + sum(len(p[1]) for p in self.channel_values.values())
-            + sum(len(w.value[1]) for w in self.writes)
+            + sum(len(w.value_data) for w in self.writes)
         )
 
 

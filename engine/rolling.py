@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from engine import ancestry
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, BlobKey, Removal
-from engine.records import Blob, CheckpointRecord
+from engine.namespace import EMPTY_NAMESPACE, Removal
+from engine.records import Blob, BlobKey, CheckpointRecord
 from engine.thread import Thread
 
 
@@ -65,7 +65,7 @@ def plan_rolling(
         cut = min(len(oldest_first), cut + shortfall)
     if sum(map(len, taken.values())) < count - maximum:
         return {}
-    keep_blobs = set(record.channel_versions.items()) | set(new_blobs)
+    keep_blobs = set(record.blob_keys()) | set(new_blobs)
     return {
         name: thread.namespaces[name].plan_removal(ids, keep_blobs if name == namespace else ())
         for name, ids in taken.items()

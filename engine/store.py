@@ -17,8 +17,8 @@ from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.export import NamespaceExport, ThreadExport, checked_namespace
 from engine.identifiers import IdentifierCheck
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, BlobKey, Namespace, Removal
-from engine.records import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.namespace import EMPTY_NAMESPACE, Namespace, Removal
+from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.rolling import plan_rolling
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -255,7 +255,9 @@ class Store:
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
             freed = sum(removal.freed.nbytes for removal in rolling.values()) if rolling else 0
-            self._make_room(change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
+            self._make_room(
+                change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now
+            )
             thread = self._use(thread_id, now)
             for name, removal in rolling.items():
                 self._remove_checkpoints(thread, name, removal, drop_if_empty=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from engine.namespace import BlobKey, Namespace, Removal
-from engine.records import Blob, CheckpointRecord, WriteKey, WriteRecord
+from engine.namespace import Namespace, Removal
+from engine.records import Blob, BlobKey, CheckpointRecord, WriteKey, WriteRecord
 from engine.usage import Usage
 
 
@@ -48,7 +48,9 @@ class Thread:
         self.usage.add(change)
         return replaced
 
-    def put_writes(self, name: str, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], change: Usage) -> None:
+    def put_writes(
+        self, name: str, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord], change: Usage
+    ) -> None:
         """Store writes planned by ``Namespace.plan_writes``; ``change`` as in ``put_checkpoint``.
 
         Runtime complexity: O(len(accepted)).

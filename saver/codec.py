@@ -66,12 +66,12 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    record = CheckpointRecord(
+    record = CheckpointRecord.of(
         checkpoint_id=checkpoint.get("id"),
         parent_id=parent_id,
         checkpoint=serde.dumps_typed(skeleton),
         metadata=serde.dumps_typed(merged),
-        channel_versions=dict(checkpoint["channel_versions"]),
+        channel_versions=checkpoint["channel_versions"],
         run_id=None if run_id is None else str(run_id),
         delta_channels=frozenset(counters) if counters else _NO_DELTA_CHANNELS,
     )
@@ -91,7 +91,7 @@ def encode_writes(
             raise ValueError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
         channel, value = write
         records.append(
-            WriteRecord(
+            WriteRecord.of(
                 task_id=task_id,
                 idx=WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx,
                 channel=channel,
@@ -142,7 +142,7 @@ def decode_view(
 
 def decode_writes(serde: SerializerProtocol, writes: Sequence[WriteRecord]) -> list[PendingWrite]:
     """``(task_id, channel, value)`` triples in the order given."""
-    return [(write.task_id, write.channel, serde.loads_typed(write.value)) for write in writes]
+    return [(write.task_id, write.channel, serde.loads_typed((write.value_type, write.value_data))) for write in writes]
 
 
 def decode_histories(
@@ -160,4 +160,4 @@ def decode_histories(
 
 def history_bytes(histories: Mapping[str, ChannelHistory]) -> int:
     """Serialized bytes ``decode_histories`` would deserialize."""
-    return sum(sum(len(w.value[1]) for w in h.writes) + (len(h.seed[1]) if h.seed else 0) for h in histories.values())
+    return sum(sum(len(w.value_data) for w in h.writes) + (len(h.seed[1]) if h.seed else 0) for h in histories.values())

@@ -94,7 +94,7 @@ def _namespace(space: NamespaceExport) -> list[Any]:
             r.parent_id,
             list(r.checkpoint),
             list(r.metadata),
-            [[channel, version] for channel, version in r.channel_versions.items()],
+            [[channel, version] for channel, version in r.blob_keys()],
             r.run_id,
             sorted(r.delta_channels),
         ]
@@ -155,7 +155,7 @@ def _namespace_export(space: list[Any]) -> NamespaceExport:
     checkpoints, writes, blobs = space
     return NamespaceExport(
         checkpoints=tuple(
-            CheckpointRecord(
+            CheckpointRecord.of(
                 checkpoint_id=cid,
                 parent_id=parent,
                 checkpoint=_payload(checkpoint),
@@ -168,7 +168,8 @@ def _namespace_export(space: list[Any]) -> NamespaceExport:
         ),
         writes={
             cid: tuple(
-                WriteRecord(task_id, idx, channel, _payload(value), path) for task_id, idx, channel, value, path in ws
+                WriteRecord.of(task_id, idx, channel, _payload(value), path)
+                for task_id, idx, channel, value, path in ws
             )
             for cid, ws in writes
         },
