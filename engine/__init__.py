@@ -17,6 +17,7 @@ from engine.records import (
     Payload,
     Version,
     WriteRecord,
+    flatten_versions,
 )
 from engine.stats import StoreStats
 from engine.store import CheckpointRef, Store
@@ -40,4 +41,5 @@ __all__ = [
     "ThreadExport",
     "Version",
     "WriteRecord",
+    "flatten_versions",
 ]

@@ -8,6 +8,8 @@ namespace path) is a non-empty printable string of at most
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from engine.limits import StoreLimits
 
 NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
@@ -94,9 +96,23 @@ class IdentifierCheck:
             return value
         return check_identifier(field, value, self.limits)
 
-    def is_short_printable(self, value: str) -> bool:
-        """The fast test of ``unique`` for a string, without raising. Runtime complexity: O(length)."""
-        return 0 < len(value) <= self._max_length and value.isprintable()
+    def location(self, thread_id: object, namespace: object) -> None:
+        """``name`` of a thread id and ``namespace`` of a namespace. Runtime complexity: O(1) when seen before."""
+        known = self._known
+        if not (type(thread_id) is str and thread_id in known):
+            self.name("thread_id", thread_id)
+        if not (namespace == "" or (type(namespace) is str and namespace in known)):
+            self.namespace(namespace)
+
+    def blob_keys(self, keys: Iterable[tuple[object, object]]) -> None:
+        """``name`` of each channel and ``version`` of each version. Runtime complexity: O(1) per key seen before."""
+        known = self._known
+        max_length = self._max_length
+        for channel, version in keys:
+            if not (type(channel) is str and channel in known):
+                self.name("channel", channel)
+            if type(version) is not str or not (0 < len(version) <= max_length and version.isprintable()):
+                self.version(channel, version)  # type: ignore[arg-type]
 
     def version(self, channel: str, version: object) -> None:
         """A channel version must be an int, a float or a valid identifier string."""

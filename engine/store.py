@@ -26,6 +26,8 @@ from engine.usage import Usage
 
 logger = logging.getLogger(__name__)
 
+_UNCHECKED = object()
+
 DropHook = Callable[[DroppedThread, ThreadExport], object]
 """Called with why and when a thread was evicted or expired, and everything it held."""
 
@@ -231,26 +233,27 @@ class Store:
         """
         limits = self.limits
         ids = self._ids
-        self._check_location(thread_id, namespace)
+        ids.location(thread_id, namespace)
         ids.unique("checkpoint_id", record.checkpoint_id)
-        if record.parent_id is not None:
-            ids.unique("parent checkpoint_id", record.parent_id)
-        for channel, version in new_blobs:
-            ids.name("channel", channel)
-            if type(version) is not str or not ids.is_short_printable(version):
-                ids.version(channel, version)
+        parent_id = record.parent_id
+        if parent_id is not None:
+            ids.unique("parent checkpoint_id", parent_id)
+        ids.blob_keys(new_blobs)
         with self._operation():
             now = self._expire()
             thread = self._threads.get(thread_id)
             space = self._namespace_for_write(thread, thread_id, namespace)
-            self._refuse_if_dropped(thread_id, space, record.parent_id, now)
+            self._refuse_if_dropped(thread_id, space, parent_id, now)
             rolling: dict[str, Removal] = {}
-            if record.checkpoint_id not in space.checkpoints:
-                count = (thread.usage.checkpoints if thread else 0) + 1
-                if count > limits.max_checkpoints_per_thread:
-                    rolling = plan_rolling(limits, thread, namespace, record, new_blobs)
-                    if not rolling:
-                        self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
+            if (
+                thread is not None
+                and thread.usage.checkpoints >= limits.max_checkpoints_per_thread
+                and record.checkpoint_id not in space.checkpoints
+            ):
+                rolling = plan_rolling(limits, thread, namespace, record, new_blobs)
+                if not rolling:
+                    count = thread.usage.checkpoints + 1
+                    self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
             size, change = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
@@ -267,7 +270,8 @@ class Store:
             if replaced is None or replaced.run_id != record.run_id:
                 self._count_run(thread, replaced, -1)
                 self._count_run(thread, record, +1)
-            self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
+            if self._dropped:
+                self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
     def put_writes(
         self,
@@ -293,16 +297,17 @@ class Store:
         """
         limits = self.limits
         ids = self._ids
-        self._check_location(thread_id, namespace)
+        ids.location(thread_id, namespace)
         ids.unique("checkpoint_id", checkpoint_id)
-        task_ids = set()
+        batch = 0
+        checked_task: object = _UNCHECKED
         for write in writes:
-            if write.task_id not in task_ids:
-                task_ids.add(ids.unique("task_id", write.task_id))
+            if write.task_id is not checked_task:
+                checked_task = ids.unique("task_id", write.task_id)
             ids.name("channel", write.channel)
             if type(write.task_path) is not str:
                 raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
-        batch = sum(write.nbytes for write in writes)
+            batch += write.nbytes
         with self._operation():
             now = self._expire()
             if batch > limits.max_pending_write_bytes:
@@ -629,8 +634,7 @@ class Store:
                     self._drop_hook_errors += 1
 
     def _check_location(self, thread_id: str, namespace: str) -> None:
-        self._ids.name("thread_id", thread_id)
-        self._ids.namespace(namespace)
+        self._ids.location(thread_id, namespace)
 
     def _find(self, thread_id: str, namespace: str) -> tuple[Thread | None, Namespace | None]:
         thread = self._threads.get(thread_id)
@@ -741,6 +745,8 @@ class Store:
 
     def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
         """Refuse a write that continues a checkpoint of a thread since evicted or expired."""
+        if not self._dropped:
+            return
         record = self._dropped.get(thread_id)
         if record is None or not record.continued_by(continues) or continues in space.checkpoints:
             return

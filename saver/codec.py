@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord, flatten_versions
 from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
@@ -47,11 +47,18 @@ def encode_checkpoint(
     the DeltaChannels whose value this checkpoint does not store, which the
     engine's ancestry-aware deletions must keep rebuildable.
     """
-    _require_mapping("checkpoint", checkpoint)
-    for key in ("channel_values", "channel_versions"):
-        _require_mapping(f"checkpoint[{key!r}]", checkpoint.get(key))
-    _require_mapping("metadata", metadata)
-    _require_mapping("new_versions", new_versions)
+    if not (
+        type(checkpoint) is dict
+        and type(metadata) is dict
+        and type(new_versions) is dict
+        and type(checkpoint.get("channel_values")) is dict
+        and type(checkpoint.get("channel_versions")) is dict
+    ):  # plain dicts, as LangGraph passes them, need no closer look
+        _require_mapping("checkpoint", checkpoint)
+        for key in ("channel_values", "channel_versions"):
+            _require_mapping(f"checkpoint[{key!r}]", checkpoint.get(key))
+        _require_mapping("metadata", metadata)
+        _require_mapping("new_versions", new_versions)
     skeleton = dict(checkpoint)
     values: dict[str, Any] = skeleton.pop("channel_values")
     try:
@@ -66,12 +73,16 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    record = CheckpointRecord.of(
+    checkpoint_type, checkpoint_data = serde.dumps_typed(skeleton)
+    metadata_type, metadata_data = serde.dumps_typed(merged)
+    record = CheckpointRecord(
         checkpoint_id=checkpoint.get("id"),
         parent_id=parent_id,
-        checkpoint=serde.dumps_typed(skeleton),
-        metadata=serde.dumps_typed(merged),
-        channel_versions=checkpoint["channel_versions"],
+        checkpoint_type=checkpoint_type,
+        checkpoint_data=checkpoint_data,
+        metadata_type=metadata_type,
+        metadata_data=metadata_data,
+        versions=flatten_versions(checkpoint["channel_versions"]),
         run_id=None if run_id is None else str(run_id),
         delta_channels=frozenset(counters) if counters else _NO_DELTA_CHANNELS,
     )
@@ -90,15 +101,9 @@ def encode_writes(
         if not isinstance(write, (tuple, list)) or len(write) != 2:
             raise ValueError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
         channel, value = write
-        records.append(
-            WriteRecord.of(
-                task_id=task_id,
-                idx=WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx,
-                channel=channel,
-                value=_dump(serde, value, channel, idx),
-                task_path=task_path,
-            )
-        )
+        tag, data = _dump(serde, value, channel, idx)
+        position = WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx
+        records.append(WriteRecord(task_id, position, channel, tag, data, task_path))
     return records
 
 

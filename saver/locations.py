@@ -26,6 +26,9 @@ class Location(NamedTuple):
         return checkpoint_config(self.thread_id, self.namespace, checkpoint_id or self.checkpoint_id)
 
 
+_PLAIN_IDS = (str, type(None))
+
+
 def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:
     """``{"configurable": {thread_id, checkpoint_ns, checkpoint_id}}``, as LangGraph's savers return it."""
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
@@ -68,6 +71,14 @@ def locate(config: RunnableConfig) -> Location:
         ValueError: The config is not a mapping, has no ``thread_id``, or a
             namespace or checkpoint id that is not a string.
     """
+    if type(config) is dict:  # the shape LangGraph passes, checked in one go
+        section = config.get("configurable")
+        if type(section) is dict:
+            thread_id = section.get("thread_id")
+            namespace = section.get("checkpoint_ns", "")
+            checkpoint_id = section.get("checkpoint_id")
+            if type(thread_id) is str and type(namespace) is str and type(checkpoint_id) in _PLAIN_IDS:
+                return Location(thread_id, namespace, checkpoint_id or None)
     section = configurable(config)
     if "thread_id" not in section:
         raise ValueError("config['configurable']['thread_id'] is required")
