@@ -267,8 +267,9 @@ class Store:
                 self._pruned_checkpoints += len(removal.checkpoint_ids)
             replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
             self._usage.add(change)
-            if replaced is None or replaced.run_id != record.run_id:
+            if replaced is not None and replaced.run_id != record.run_id:
                 self._count_run(thread, replaced, -1)
+            if record.run_id is not None and (replaced is None or replaced.run_id != record.run_id):
                 self._count_run(thread, record, +1)
             if self._dropped:
                 self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
@@ -701,6 +702,7 @@ class Store:
             self._changed.add(thread_id)
 
     def _use(self, thread_id: str, now: float) -> Thread:
+        """The thread a write goes to, created if absent, marked most recently used."""
         self._mark_changed(thread_id)
         thread = self._threads.get(thread_id)
         if thread is None:
