@@ -168,16 +168,20 @@ class Store:
                         return refs
         return refs
 
-    def view(self, ref: CheckpointRef) -> CheckpointView | None:
-        """Read a listed checkpoint, or None if it was removed since it was listed.
+    def views(self, refs: Iterable[CheckpointRef]) -> list[CheckpointView | None]:
+        """Read listed checkpoints under one lock: a view each, or None for one removed since it was listed.
 
-        Runtime complexity: O(channels + w log w).
+        Runtime complexity: O(channels + w log w) per checkpoint.
         """
+        views: list[CheckpointView | None] = []
         with self._operation():
-            _, space = self._find(ref.thread_id, ref.namespace)
-            if space is None or space.get(ref.record.checkpoint_id) is not ref.record:
-                return None
-            return space.view(ref.thread_id, ref.namespace, ref.record)
+            for ref in refs:
+                _, space = self._find(ref.thread_id, ref.namespace)
+                if space is None or space.get(ref.record.checkpoint_id) is not ref.record:
+                    views.append(None)
+                else:
+                    views.append(space.view(ref.thread_id, ref.namespace, ref.record))
+        return views
 
     def delta_history(
         self,

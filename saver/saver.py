@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
 import os
 import random
 import time
@@ -50,6 +52,7 @@ from saver.offload import rough_size
 from saver.snapshot import LoadReport
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
+LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
 
 
 class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
@@ -268,8 +271,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         ``config=None`` lists every thread. A config without ``checkpoint_ns``
         lists every namespace of its thread. The matches are fixed when
-        iteration starts; a checkpoint deleted while the caller iterates is
-        skipped, and every tuple yielded is whole.
+        iteration starts and read 32 at a time; a checkpoint deleted while the
+        caller iterates is skipped unless its batch was already read, and every
+        tuple yielded is whole.
 
         Runtime complexity: O(log n + k) for k results without ``filter``; with
         ``filter``, every candidate's metadata is deserialized.
@@ -510,28 +514,30 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         before: RunnableConfig | None,
         limit: int | None,
     ) -> Iterator[tuple[CheckpointView, CheckpointMetadata | None]]:
-        """The views ``list`` and ``alist`` yield, lazily: matched against ``filter``, at most ``limit``."""
-        refs = self._list_refs(config, before=before, limit=None if filter else limit)
-        yielded = 0
-        for ref in refs:
-            if limit is not None and yielded >= limit:
-                return
-            matched = self._read_listed(ref, filter)
-            if matched is not None:
-                yield matched
-                yielded += 1
+        """The views ``list`` and ``alist`` yield, lazily: matched against ``filter``, at most ``limit``.
 
-    def _read_listed(
-        self, ref: CheckpointRef, filter: dict[str, Any] | None
-    ) -> tuple[CheckpointView, CheckpointMetadata | None] | None:
-        """The view of a listed checkpoint if it matches ``filter`` and still exists."""
-        metadata = None
-        if filter:
+        Listed checkpoints are read ``LIST_BATCH`` at a time, each batch under
+        one hold of the store's lock.
+        """
+        refs = iter(self._list_refs(config, before=before, limit=None if filter else limit))
+        remaining = math.inf if limit is None else limit
+        while remaining > 0 and (batch := list(itertools.islice(refs, min(LIST_BATCH, remaining)))):
+            matched = [(ref, None) for ref in batch] if not filter else self._matching(batch, filter)
+            for (_, metadata), view in zip(matched, self.store.views(ref for ref, _ in matched), strict=True):
+                if view is not None and remaining > 0:
+                    remaining -= 1
+                    yield view, metadata
+
+    def _matching(
+        self, refs: Sequence[CheckpointRef], filter: dict[str, Any]
+    ) -> list[tuple[CheckpointRef, CheckpointMetadata]]:
+        """The listed checkpoints whose metadata matches ``filter``, with that metadata."""
+        matched = []
+        for ref in refs:
             metadata = self.serde.loads_typed(ref.record.metadata)
-            if not all(value == metadata.get(key) for key, value in filter.items()):
-                return None
-        view = self.store.view(ref)
-        return None if view is None else (view, metadata)
+            if all(value == metadata.get(key) for key, value in filter.items()):
+                matched.append((ref, metadata))
+        return matched
 
     async def _decode(self, view: CheckpointView, metadata: CheckpointMetadata | None = None) -> CheckpointTuple:
         if view.nbytes > self.config.async_offload_bytes:

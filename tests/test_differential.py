@@ -57,8 +57,6 @@ def test_delta_channel_values_are_rebuilt_not_stored_at_every_checkpoint() -> No
     final = trace[-2]["values"]["items"]
     assert final[:3] == ["user 0", "reply 1", "reviewed 2"]
     stored_items = [
-        view.channel_values.get("items")
-        for ref in ours.store.list("delta", "")
-        if (view := ours.store.view(ref)) is not None
+        view.channel_values.get("items") for view in ours.store.views(ours.store.list("delta", "")) if view is not None
     ]
     assert any(value is None for value in stored_items), "every checkpoint stored the delta channel"

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, StateGraph
 
 from saver import BoundedInMemorySaver
+from saver.saver import LIST_BATCH
 from tests.graphs import Runner, delta_channel_conversation, delta_graph, extend
 from tests.helpers import config, make_checkpoint, put
 
@@ -134,14 +135,17 @@ def test_reads_hand_out_fresh_objects() -> None:
 def test_a_list_iterated_while_checkpoints_are_deleted_yields_whole_tuples_only() -> None:
     ours = BoundedInMemorySaver()
     parent = None
-    for step in range(10):
-        parent = put(ours, "t", {"step": step}, parent=parent)
+    steps = LIST_BATCH + 8
+    for step in range(steps):
+        parent = put(ours, "t", {"step": step}, parent=parent, version=step + 1)
     iterator = ours.list(config("t"))
     first = next(iterator)
     ours.prune(["t"], strategy="keep_latest")
     rest = list(iterator)
-    assert first.checkpoint["channel_values"] == {"step": 9}
-    assert rest == []  # the listed checkpoints are gone and none is yielded torn
+    assert first.checkpoint["channel_values"] == {"step": steps - 1}
+    # The rest of the batch read with the first is yielded whole; the later checkpoints are gone.
+    assert [t.checkpoint["channel_values"] for t in rest] == [{"step": s} for s in range(steps - 2, 7, -1)]
+    assert all(t.parent_config is not None for t in rest)
 
 
 # --- DeltaChannel-safe deletions ----------------------------------------------------------------
