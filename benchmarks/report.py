@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 SCALING_MARK = " vs "  # groups named "<operation> vs <size axis>" are scaling curves
+INTERLEAVED = "interleaved: "  # groups of test_interleaved.py: ratios measured in alternation
 OURS, STOCK = "bounded", "stock"
 
 
@@ -42,7 +43,7 @@ def human(value: float) -> str:
 
 
 def versions() -> str:
-    names = ["langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "ormsgpack", "sortedcontainers"]
+    names = ["langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "ormsgpack"]
     found = []
     for name in names:
         try:
@@ -55,7 +56,7 @@ def versions() -> str:
 def table(benches: list[dict[str, Any]]) -> list[str]:
     by_group: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for bench in benches:
-        if SCALING_MARK not in bench["group"]:
+        if SCALING_MARK not in bench["group"] and not bench["group"].startswith(INTERLEAVED):
             by_group[bench["group"]][saver_of(bench)] = bench
     lines = [
         "| operation | ours (bounded) | stock InMemorySaver | SqliteSaver :memory: | ours / stock |",
@@ -71,6 +72,28 @@ def table(benches: list[dict[str, Any]]) -> list[str]:
                 cells[0 if saver == OURS else 1] += " (" + ", ".join(f"{k}={_short(v)}" for k, v in extra.items()) + ")"
         lines.append(f"| {group} | {cells[0]} | {cells[1]} | {cells[2]} | {ratio} |")
     return lines
+
+
+def interleaved(benches: list[dict[str, Any]]) -> list[str]:
+    rows = sorted((b for b in benches if b["group"].startswith(INTERLEAVED)), key=lambda b: b["group"])
+    if not rows:
+        return []
+    lines = [
+        "## Ratios measured in alternation",
+        "",
+        "Both savers hold the same store; each round times a batch on one, then on the other, the order",
+        "alternating (`benchmarks/test_interleaved.py`). Median of the rounds' ratios, with quartiles.",
+        "",
+        "| operation | ours (median) | stock (median) | ours / stock | quartiles |",
+        "|---|---|---|---|---|",
+    ]
+    for bench in rows:
+        info = bench["extra_info"]
+        lines.append(
+            f"| {bench['group'][len(INTERLEAVED) :]} | {human(info['bounded_us'])} | {human(info['stock_us'])} "
+            f"| {info['ratio_median']:.2f} | {info['ratio_q1']:.2f}-{info['ratio_q3']:.2f} |"
+        )
+    return [*lines, ""]
 
 
 def _short(value: Any) -> str:
@@ -128,7 +151,7 @@ def main(results: Path, output: Path) -> None:
         "## Operations",
         "",
     ]
-    body = header + table(benches) + ["", "## Scaling", ""] + scaling(benches, output)
+    body = header + table(benches) + [""] + interleaved(benches) + ["## Scaling", ""] + scaling(benches, output)
     (output / "RESULTS.md").write_text("\n".join(body) + "\n")
     print("\n".join(body))
 

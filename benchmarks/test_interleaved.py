@@ -1,0 +1,149 @@
+"""Ratios measured in alternation: the figure to trust on a noisy machine.
+
+Medians of separate pytest-benchmark runs move with whatever else the machine
+does (on a shared two-core VM, by up to 2x between runs). Here both savers
+hold the same store, and each round times a batch of calls on one, then the
+same batch on the other (the order alternating round to round); the ratio of
+each round is ours / stock, and the median of those ratios is reported with
+its quartiles. Slow phases of the machine then hit both sides of a ratio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+import pytest
+from test_graph import CONCURRENT_RUNS, build
+from workload import SAVERS, ThreadWriter, fill, task_writes
+
+BATCH = 50  # calls timed per saver per round
+ROUNDS = 21  # rounds per operation; the median ratio of these is reported
+Batch = Callable[[], float]  # runs one batch, returns seconds per call
+
+
+def put_batch(saver) -> Batch:
+    writer = ThreadWriter(saver, "hot", rng=random.Random(11))
+
+    def run() -> float:
+        prepared = []
+        for _ in range(BATCH):
+            args = writer.next_checkpoint()
+            writer.commit({"configurable": {**args[0]["configurable"], "checkpoint_id": args[1]["id"]}}, args[3])
+            prepared.append(args)
+        start = time.perf_counter()
+        for args in prepared:
+            saver.put(*args)
+        return (time.perf_counter() - start) / BATCH
+
+    return run
+
+
+def put_writes_batch(saver, writers) -> Batch:
+    stored = writers[1].parent
+    rng, rounds = random.Random(5), iter(range(10**9))
+
+    def run() -> float:
+        tag = next(rounds)
+        batch = [(task_writes(rng, i), f"task-{tag}-{i}") for i in range(BATCH)]
+        start = time.perf_counter()
+        for writes, task_id in batch:
+            saver.put_writes(stored, writes, task_id, "~__pregel_pull, agent")
+        return (time.perf_counter() - start) / BATCH
+
+    return run
+
+
+def repeat(call: Callable[[], object], per_batch: int = BATCH) -> Batch:
+    def run() -> float:
+        start = time.perf_counter()
+        for _ in range(per_batch):
+            call()
+        return (time.perf_counter() - start) / per_batch
+
+    return run
+
+
+def invoke_batch(saver, writers) -> Batch:
+    """One turn of the chat graph on each of 10 threads; both savers' graphs see the same turns."""
+    app, turns = build(saver), iter(range(10**9))
+
+    def run() -> float:
+        start = time.perf_counter()
+        for _ in range(10):
+            thread_id = f"chat-{next(turns) % 10}"
+            app.invoke({"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": thread_id}})
+        return (time.perf_counter() - start) / 10
+
+    return run
+
+
+def ainvoke_batch(saver, writers) -> Batch:
+    """20 concurrent turns on 20 threads, on one event loop."""
+    app, loop, rounds = build(saver), asyncio.new_event_loop(), iter(range(10**9))
+
+    def run() -> float:
+        batch = next(rounds)
+
+        async def turns() -> None:
+            await asyncio.gather(
+                *(
+                    app.ainvoke(
+                        {"messages": [{"role": "user", "content": "hi"}]},
+                        {"configurable": {"thread_id": f"async-{batch % 3}-{i}"}},
+                    )
+                    for i in range(CONCURRENT_RUNS)
+                )
+            )
+
+        start = time.perf_counter()
+        loop.run_until_complete(turns())
+        return time.perf_counter() - start
+
+    return run
+
+
+LATEST = {"configurable": {"thread_id": "thread-3", "checkpoint_ns": ""}}
+
+OPERATIONS: dict[str, Callable[..., Batch]] = {
+    "put": lambda saver, writers: put_batch(saver),
+    "put_writes": put_writes_batch,
+    "get_tuple latest": lambda saver, writers: repeat(lambda: saver.get_tuple(LATEST)),
+    "get_tuple by id": lambda saver, writers: repeat(lambda: saver.get_tuple(writers[4].parent)),
+    "list limit=10": lambda saver, writers: repeat(lambda: list(saver.list(LATEST, limit=10)), BATCH // 10),
+    "graph invoke (one turn)": invoke_batch,
+    f"graph ainvoke x{CONCURRENT_RUNS} concurrent": ainvoke_batch,
+}
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_interleaved_ratio(benchmark, operation):
+    batches = {}
+    for kind in ("bounded", "stock"):
+        saver = SAVERS[kind]()
+        batches[kind] = OPERATIONS[operation](saver, fill(saver, 50, 20))
+    ratios, times = [], {"bounded": [], "stock": []}
+
+    def measure() -> None:
+        for round_number in range(ROUNDS):
+            order = ("bounded", "stock") if round_number % 2 else ("stock", "bounded")
+            seconds = {kind: batches[kind]() for kind in order}
+            ratios.append(seconds["bounded"] / seconds["stock"])
+            for kind, value in seconds.items():
+                times[kind].append(value)
+
+    benchmark.group = f"interleaved: {operation}"
+    benchmark.extra_info["saver"] = "ratio"
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    quartiles = statistics.quantiles(ratios, n=4)
+    benchmark.extra_info.update(
+        ratio_median=statistics.median(ratios),
+        ratio_q1=quartiles[0],
+        ratio_q3=quartiles[2],
+        bounded_us=statistics.median(times["bounded"]) * 1e6,
+        stock_us=statistics.median(times["stock"]) * 1e6,
+    )
+    assert all(ratio > 0 for ratio in ratios)
