@@ -226,7 +226,8 @@ class Namespace:
         """Carry out a removal planned by ``plan_removal``; return the removed records.
 
         Its ``freed`` is what the namespace's totals went down by.
-        Runtime complexity: O(n) for n checkpoints (O(log n) for one), O(1) per blob.
+        Runtime complexity: O(n) for a namespace of n checkpoints (one memory
+        move of the sorted ids for a single removal), O(1) per blob.
         """
         removed = self.checkpoints.remove(removal.checkpoint_ids)
         for checkpoint_id in removal.checkpoint_ids:

@@ -231,9 +231,10 @@ class Store:
             ThreadEvictedError: The parent checkpoint belonged to the thread
                 before it was evicted or expired.
 
-        Runtime complexity: O(log n + c) for c channels, plus O(1) per thread
-        evicted; a put that prunes pays O(n) for n checkpoints of the thread,
-        once per a tenth of the limit.
+        Runtime complexity: O(c) for c channels when the id is the namespace's
+        greatest (ids are time-ordered), else one O(n) memory move of its sorted
+        ids; plus O(1) per thread evicted; a put that prunes pays O(n) for n
+        checkpoints of the thread, once per a tenth of the limit.
         """
         limits = self.limits
         ids = self._ids

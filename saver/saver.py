@@ -310,8 +310,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             CheckpointCapacityError: A limit would be exceeded; nothing changed.
             ValueError: An identifier or the config is invalid.
 
-        Runtime complexity: O(log n + channels) plus serializing the new values;
-        O(1) more per thread evicted.
+        Runtime complexity: O(channels) plus serializing the new values (a new
+        checkpoint's uuid6 id sorts last; an older id costs one O(n) memory
+        move); O(1) more per thread evicted.
         """
         location = locate(config)
         record, blobs = codec.encode_checkpoint(
