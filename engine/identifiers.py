@@ -92,27 +92,20 @@ class IdentifierCheck:
 
     def unique(self, field: str, value: object) -> str:
         """``check_identifier`` for an id that does not repeat. Runtime complexity: O(length)."""
-        if type(value) is str and 0 < len(value) <= self._max_length and value.isprintable():
+        if type(value) is str and self._is_short_printable(value):
             return value
         return check_identifier(field, value, self.limits)
 
     def location(self, thread_id: object, namespace: object) -> None:
         """``name`` of a thread id and ``namespace`` of a namespace. Runtime complexity: O(1) when seen before."""
-        known = self._known
-        if not (type(thread_id) is str and thread_id in known):
-            self.name("thread_id", thread_id)
-        if not (namespace == "" or (type(namespace) is str and namespace in known)):
-            self.namespace(namespace)
+        self.name("thread_id", thread_id)
+        self.namespace(namespace)
 
     def blob_keys(self, keys: Iterable[tuple[object, object]]) -> None:
         """``name`` of each channel and ``version`` of each version. Runtime complexity: O(1) per key seen before."""
-        known = self._known
-        max_length = self._max_length
         for channel, version in keys:
-            if not (type(channel) is str and channel in known):
-                self.name("channel", channel)
-            if type(version) is not str or not (0 < len(version) <= max_length and version.isprintable()):
-                self.version(channel, version)  # type: ignore[arg-type]
+            self.name("channel", channel)
+            self.version(channel, version)  # type: ignore[arg-type]
 
     def version(self, channel: str, version: object) -> None:
         """A channel version must be an int, a float or a valid identifier string."""
@@ -120,9 +113,13 @@ class IdentifierCheck:
         if kind is int or kind is float:
             return
         if kind is str:
-            self.unique(f"version of channel {channel!r}", version)
+            if not self._is_short_printable(version):  # type: ignore[arg-type]
+                check_identifier(f"version of channel {channel!r}", version, self.limits)
             return
         raise ValueError(f"version of channel {channel!r} must be str, int or float, got {kind.__name__}")
+
+    def _is_short_printable(self, value: str) -> bool:
+        return 0 < len(value) <= self._max_length and value.isprintable()
 
     def _remember(self, value: str) -> None:
         if len(self._known) >= self.KNOWN_NAMES:
