@@ -123,7 +123,7 @@ class Namespace:
         Runtime complexity: O(channels of the checkpoint).
         """
         blobs = self.blobs
-        size = growth = len(record.checkpoint_data) + len(record.metadata_data)
+        size = growth = record.nbytes
         for key in record.blob_keys():
             blob = new_blobs.get(key, _MISSING)
             if blob is _MISSING:
@@ -168,7 +168,7 @@ class Namespace:
                 change.writes += 1
             else:
                 change.nbytes -= replaced.nbytes
-            change.nbytes += len(write.value_data) + len(write.task_path)
+            change.nbytes += write.nbytes
         return accepted, change
 
     # --- mutation ------------------------------------------------------------------

@@ -100,7 +100,7 @@ class Store:
         Runtime complexity: O(1) to find it, plus O(channels + w log w) to read
         its c channel values and w writes.
         """
-        self._check_location(thread_id, namespace)
+        self._ids.location(thread_id, namespace)
         with self._operation():
             now = self._expire()
             thread, space = self._find(thread_id, namespace)
@@ -195,7 +195,7 @@ class Store:
         See ``engine.ancestry.delta_history``. Runtime complexity: O(a * (c + w
         log w)) for the a ancestors walked, never more than the thread holds.
         """
-        self._check_location(thread_id, namespace)
+        self._ids.location(thread_id, namespace)
         with self._operation():
             now = self._expire()
             thread, space = self._find(thread_id, namespace)
@@ -262,7 +262,7 @@ class Store:
             size, change = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            freed = sum(removal.freed.nbytes for removal in rolling.values()) if rolling else 0
+            freed = sum(removal.freed.nbytes for removal in rolling.values())
             self._make_room(
                 change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now
             )
@@ -272,12 +272,10 @@ class Store:
                 self._pruned_checkpoints += len(removal.checkpoint_ids)
             replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
             self._usage.add(change)
-            if replaced is not None and replaced.run_id != record.run_id:
+            if replaced is None or replaced.run_id != record.run_id:
                 self._count_run(thread, replaced, -1)
-            if record.run_id is not None and (replaced is None or replaced.run_id != record.run_id):
                 self._count_run(thread, record, +1)
-            if self._dropped:
-                self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
+            self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
     def put_writes(
         self,
@@ -639,9 +637,6 @@ class Store:
                 with self.lock:
                     self._drop_hook_errors += 1
 
-    def _check_location(self, thread_id: str, namespace: str) -> None:
-        self._ids.location(thread_id, namespace)
-
     def _find(self, thread_id: str, namespace: str) -> tuple[Thread | None, Namespace | None]:
         thread = self._threads.get(thread_id)
         if thread is None:
@@ -752,8 +747,6 @@ class Store:
 
     def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
         """Refuse a write that continues a checkpoint of a thread since evicted or expired."""
-        if not self._dropped:
-            return
         record = self._dropped.get(thread_id)
         if record is None or not record.continued_by(continues) or continues in space.checkpoints:
             return
