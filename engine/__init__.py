@@ -17,7 +17,6 @@ from engine.records import (
     Payload,
     Version,
     WriteRecord,
-    flatten_versions,
 )
 from engine.stats import StoreStats
 from engine.store import CheckpointRef, Store
@@ -41,5 +40,4 @@ __all__ = [
     "ThreadExport",
     "Version",
     "WriteRecord",
-    "flatten_versions",
 ]

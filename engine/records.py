@@ -100,7 +100,7 @@ class CheckpointRecord(NamedTuple):
             checkpoint[1],
             metadata[0],
             metadata[1],
-            flatten_versions(channel_versions),
+            tuple(chain.from_iterable(channel_versions.items())),
             run_id,
             delta_channels,
         )
@@ -137,14 +137,6 @@ class CheckpointRecord(NamedTuple):
     def nbytes(self) -> int:
         """Bytes counted for the record: serialized checkpoint plus metadata."""
         return len(self.checkpoint_data) + len(self.metadata_data)
-
-
-def flatten_versions(channel_versions: Mapping[str, Version]) -> tuple[str | Version, ...]:
-    """``{channel: version}`` as the flat ``(channel, version, ...)`` of ``CheckpointRecord.versions``.
-
-    Runtime complexity: O(channels).
-    """
-    return tuple(chain.from_iterable(channel_versions.items()))
 
 
 class WriteRecord(NamedTuple):

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord, flatten_versions
+from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
@@ -73,16 +73,12 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    checkpoint_type, checkpoint_data = serde.dumps_typed(skeleton)
-    metadata_type, metadata_data = serde.dumps_typed(merged)
-    record = CheckpointRecord(
+    record = CheckpointRecord.of(
         checkpoint_id=checkpoint.get("id"),
         parent_id=parent_id,
-        checkpoint_type=checkpoint_type,
-        checkpoint_data=checkpoint_data,
-        metadata_type=metadata_type,
-        metadata_data=metadata_data,
-        versions=flatten_versions(checkpoint["channel_versions"]),
+        checkpoint=serde.dumps_typed(skeleton),
+        metadata=serde.dumps_typed(merged),
+        channel_versions=checkpoint["channel_versions"],
         run_id=None if run_id is None else str(run_id),
         delta_channels=frozenset(counters) if counters else _NO_DELTA_CHANNELS,
     )
