@@ -39,9 +39,7 @@ def main(kind: str, checkpoints: int) -> None:
     prepared = []
     for _ in range(checkpoints // THREADS):
         for writer in writers:
-            args = writer.next_checkpoint()
-            writer.commit({"configurable": {**args[0]["configurable"], "checkpoint_id": args[1]["id"]}}, args[3])
-            prepared.append(args)
+            prepared.append(writer.prepare())
     payload = sum(payload_bytes(a[1], a[2], a[3], saver.serde) for a in prepared)
     for writer in writers:
         writer.parent, writer.versions, writer.step = None, {}, 0

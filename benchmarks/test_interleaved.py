@@ -29,11 +29,7 @@ def put_batch(saver) -> Batch:
     writer = ThreadWriter(saver, "hot", rng=random.Random(11))
 
     def run() -> float:
-        prepared = []
-        for _ in range(BATCH):
-            args = writer.next_checkpoint()
-            writer.commit({"configurable": {**args[0]["configurable"], "checkpoint_id": args[1]["id"]}}, args[3])
-            prepared.append(args)
+        prepared = [writer.prepare() for _ in range(BATCH)]
         start = time.perf_counter()
         for args in prepared:
             saver.put(*args)

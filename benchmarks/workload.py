@@ -102,6 +102,12 @@ class ThreadWriter:
         self.versions = {**self.versions, **new_versions}
         self.step += 1
 
+    def prepare(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The next put's arguments, advancing as if it were stored, without storing it."""
+        args = self.next_checkpoint()
+        self.commit({"configurable": {**args[0]["configurable"], "checkpoint_id": args[1]["id"]}}, args[3])
+        return args
+
     def advance(self) -> dict[str, Any]:
         """Put the next checkpoint and its task's two writes; return the stored config."""
         config, checkpoint, metadata, new_versions = self.next_checkpoint()
