@@ -157,7 +157,7 @@ class Namespace:
         stored = self.writes.get(checkpoint_id, _NO_WRITES)
         accepted: dict[WriteKey, WriteRecord] = {}
         for write in writes:
-            key = (write.task_id, write.idx)
+            key = write.key
             if write.idx >= 0 and key in stored:
                 continue
             accepted[key] = write
