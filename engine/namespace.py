@@ -82,10 +82,12 @@ class Namespace:
         """
         values: dict[str, Payload] = {}
         blobs = self.blobs
-        for key in record.blob_keys():
-            payload = blobs.get(key)
+        versions = record.versions
+        for position in range(0, len(versions), 2):
+            channel = versions[position]
+            payload = blobs.get((channel, versions[position + 1]))
             if payload is not None:
-                values[key[0]] = payload
+                values[channel] = payload  # type: ignore[index]
         return values
 
     def ordered_writes(self, checkpoint_id: str) -> list[WriteRecord]:
@@ -94,9 +96,7 @@ class Namespace:
         Runtime complexity: O(w log w) for its w writes.
         """
         stored = self.writes.get(checkpoint_id)
-        if not stored:
-            return []
-        return sorted(stored.values(), key=_sort_key)
+        return sorted(stored.values(), key=_sort_key) if stored else []
 
     def view(self, thread_id: str, namespace: str, record: CheckpointRecord) -> CheckpointView:
         """A self-contained read of one checkpoint.
@@ -104,11 +104,7 @@ class Namespace:
         Runtime complexity: O(channels + w log w).
         """
         return CheckpointView(
-            thread_id=thread_id,
-            namespace=namespace,
-            record=record,
-            channel_values=self.channel_values(record),
-            writes=self.ordered_writes(record.checkpoint_id),
+            thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id)
         )
 
     # --- planning (no mutation) ---------------------------------------------------
