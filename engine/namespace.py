@@ -17,10 +17,12 @@ from engine.records import (
     WriteKey,
     WriteRecord,
     payload_size,
+    tuple_builder,
 )
 from engine.usage import Usage
 
 _MISSING = object()
+_new_view = tuple_builder(CheckpointView)
 
 
 class Removal(NamedTuple):
@@ -103,8 +105,8 @@ class Namespace:
 
         Runtime complexity: O(channels + w log w).
         """
-        return CheckpointView(
-            thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id)
+        return _new_view(
+            (thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id))
         )
 
     # --- planning (no mutation) ---------------------------------------------------
@@ -138,7 +140,7 @@ class Namespace:
                 growth -= len(old[1])  # type: ignore[index]
             if blob is not None:
                 growth += len(blob[1])
-        return size, Usage(nbytes=growth, checkpoints=0 if replaced else 1, blobs=added_blobs)
+        return size, Usage(growth, 0 if replaced else 1, 0, added_blobs)
 
     def plan_writes(
         self, checkpoint_id: str, writes: Sequence[WriteRecord]
@@ -157,15 +159,15 @@ class Namespace:
             if write.idx >= 0 and key in stored:
                 continue
             accepted[key] = write
-        change = Usage()
+        nbytes = added = 0
         for key, write in accepted.items():
             replaced = stored.get(key)
             if replaced is None:
-                change.writes += 1
+                added += 1
             else:
-                change.nbytes -= replaced.nbytes
-            change.nbytes += write.nbytes
-        return accepted, change
+                nbytes -= replaced.nbytes
+            nbytes += write.nbytes
+        return accepted, Usage(nbytes, writes=added)
 
     # --- mutation ------------------------------------------------------------------
 

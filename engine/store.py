@@ -18,7 +18,7 @@ from engine.export import NamespaceExport, ThreadExport, checked_namespace
 from engine.identifiers import IdentifierCheck
 from engine.limits import StoreLimits
 from engine.namespace import EMPTY_NAMESPACE, Namespace, Removal
-from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord, tuple_builder
 from engine.rolling import plan_rolling
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -38,6 +38,9 @@ class CheckpointRef(NamedTuple):
     thread_id: str
     namespace: str
     record: CheckpointRecord
+
+
+_new_ref = tuple_builder(CheckpointRef)
 
 
 class Store:
@@ -163,7 +166,7 @@ class Store:
                 if namespace is not None and name != namespace:
                     continue
                 for found_id in self._matching_ids(space, checkpoint_id, before):
-                    refs.append(CheckpointRef(thread.thread_id, name, space.checkpoints[found_id]))
+                    refs.append(_new_ref((thread.thread_id, name, space.checkpoints[found_id])))
                     if len(refs) == limit:
                         return refs
         return refs
@@ -262,10 +265,10 @@ class Store:
             size, change = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            freed = sum(removal.freed.nbytes for removal in rolling.values())
-            self._make_room(
-                change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now
-            )
+            growth = change.nbytes
+            if rolling:
+                growth -= sum(removal.freed.nbytes for removal in rolling.values())
+            self._make_room(growth, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
             thread = self._use(thread_id, now)
             for name, removal in rolling.items():
                 self._remove_checkpoints(thread, name, removal, drop_if_empty=False)
@@ -273,7 +276,8 @@ class Store:
             replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
             self._usage.add(change)
             if replaced is None or replaced.run_id != record.run_id:
-                self._count_run(thread, replaced, -1)
+                if replaced is not None:
+                    self._count_run(thread, replaced, -1)
                 self._count_run(thread, record, +1)
             self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 

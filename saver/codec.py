@@ -23,12 +23,14 @@ from langgraph.checkpoint.base import (
 )
 
 from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.records import tuple_builder
 from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
 
 _NO_DELTA_CHANNELS: frozenset[str] = frozenset()
+_new_write = tuple_builder(WriteRecord)
 
 
 def encode_checkpoint(
@@ -93,23 +95,30 @@ def encode_writes(
 ) -> list[WriteRecord]:
     """Write records for ``put_writes``; special channels get their negative index."""
     records = []
+    dumps = serde.dumps_typed
     for idx, write in enumerate(writes):
         if not isinstance(write, (tuple, list)) or len(write) != 2:
             raise ValueError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
         channel, value = write
-        tag, data = _dump(serde, value, channel, idx)
+        try:
+            tag, data = dumps(value)
+        except TypeError as error:
+            raise _unserializable(f"write {idx} to channel {channel!r}", value, error) from error
         position = WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx
-        records.append(WriteRecord(task_id, position, channel, tag, data, task_path))
+        records.append(_new_write((task_id, position, channel, tag, data, task_path)))
     return records
 
 
-def _dump(serde: SerializerProtocol, value: Any, channel: str, write_index: int | None = None) -> tuple[str, bytes]:
-    """``serde.dumps_typed``, with an error that says which channel (and write) it was."""
+def _dump(serde: SerializerProtocol, value: Any, channel: str) -> tuple[str, bytes]:
+    """``serde.dumps_typed``, with an error that says which channel it was."""
     try:
         return serde.dumps_typed(value)
     except TypeError as error:
-        what = f"channel {channel!r}" if write_index is None else f"write {write_index} to channel {channel!r}"
-        raise TypeError(f"{what}: a {type(value).__name__} cannot be serialized: {error}") from error
+        raise _unserializable(f"channel {channel!r}", value, error) from error
+
+
+def _unserializable(what: str, value: Any, error: TypeError) -> TypeError:
+    return TypeError(f"{what}: a {type(value).__name__} cannot be serialized: {error}")
 
 
 def _require_mapping(field: str, value: object) -> None:

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
+from engine.records import tuple_builder
+
 
 class Location(NamedTuple):
     """Where a config points: a thread, a namespace and maybe a checkpoint."""
@@ -27,6 +29,7 @@ class Location(NamedTuple):
 
 
 _PLAIN_IDS = (str, type(None))
+_new_location = tuple_builder(Location)
 
 
 def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:
@@ -78,7 +81,7 @@ def locate(config: RunnableConfig) -> Location:
             namespace = section.get("checkpoint_ns", "")
             checkpoint_id = section.get("checkpoint_id")
             if type(thread_id) is str and type(namespace) is str and type(checkpoint_id) in _PLAIN_IDS:
-                return Location(thread_id, namespace, checkpoint_id or None)
+                return _new_location((thread_id, namespace, checkpoint_id or None))
     section = configurable(config)
     if "thread_id" not in section:
         raise ValueError("config['configurable']['thread_id'] is required")
