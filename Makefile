@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint soak bench bench-full clean
+.PHONY: install demo test lint soak bench bench-full bench-instructions clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 install: $(STAMP)
@@ -40,6 +40,10 @@ bench: install
 bench-full: install
 	$(BIN)/python -m pytest benchmarks --benchmark-max-time=1 $(BENCH) --benchmark-json=benchmarks/results/full.json
 	$(BIN)/python benchmarks/report.py benchmarks/results/full.json benchmarks/results/full
+
+# CPU instructions per operation, counted by valgrind (not in CI: about 10 minutes; needs valgrind).
+bench-instructions: install
+	$(BIN)/python benchmarks/instruction_counts.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

@@ -106,7 +106,7 @@ class CheckpointRecord(NamedTuple):
         delta_channels: frozenset[str] = _NO_CHANNELS,
     ) -> CheckpointRecord:
         """A record from payloads and a channel-to-version mapping. Runtime complexity: O(channels)."""
-        return tuple.__new__(  # type: ignore[no-any-return]
+        return tuple.__new__(  # type: ignore[no-any-return]  # as tuple_builder does, for a subclass too
             cls,
             (
                 checkpoint_id,
