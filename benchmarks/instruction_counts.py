@@ -1,13 +1,14 @@
 """CPU instructions per operation, counted by valgrind: the figure no noisy neighbour moves.
 
 For each saver and operation, the worker below runs under ``valgrind
---tool=callgrind`` twice after the same set-up (which prepares the arguments
-of N calls), once making the N calls and once not; the difference divided by
-N is the cost of one operation. The
-garbage collector is off and ``PYTHONHASHSEED`` fixed so that two runs of the
-same code agree to within a few hundred instructions. Counts move by a few
-percent with the directory the code runs from (memory layout), so compare
-counts taken from one checkout.
+--tool=callgrind`` twice after the same set-up (which prepares the arguments of
+N calls), once making the N calls and once not; the difference divided by N is
+the cost of one operation. The garbage collector is off and ``PYTHONHASHSEED``
+fixed, so two runs of the same code agree to within a few hundred
+instructions; but counts move by up to about 5% with the memory layout (the
+directory the code runs from, the size of its modules): compare savers within
+one run, and do not read a difference under 5% between two versions of our
+code as a change.
 
 Usage: ``python benchmarks/instruction_counts.py [-n 300] [--ops put put_writes get_tuple]``
 (``make bench-instructions``). Needs valgrind; each run takes about a minute, one per core at a time.
