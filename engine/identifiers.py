@@ -98,24 +98,13 @@ class IdentifierCheck:
 
     def location(self, thread_id: object, namespace: object) -> None:
         """``name`` of a thread id and ``namespace`` of a namespace. Runtime complexity: O(1) when seen before."""
-        known = self._known  # the common case inline: this runs on every operation
-        if type(thread_id) is not str or thread_id not in known:
-            self.name("thread_id", thread_id)
-        if namespace != "" and (type(namespace) is not str or namespace not in known):
-            self.namespace(namespace)
+        self.name("thread_id", thread_id)
+        self.namespace(namespace)
 
     def blob_keys(self, keys: Iterable[tuple[object, object]]) -> None:
         """``name`` of each channel and ``version`` of each version. Runtime complexity: O(1) per key seen before."""
-        known, max_length = self._known, self._max_length
-        for channel, version in keys:  # the common cases inline: this runs for every channel of every put
-            if type(channel) is not str or channel not in known:
-                self.name("channel", channel)
-            kind = type(version)
-            if kind is str:
-                if 0 < len(version) <= max_length and version.isprintable():  # type: ignore[arg-type]
-                    continue
-            elif kind is int or kind is float:
-                continue
+        for channel, version in keys:
+            self.name("channel", channel)
             self.version(channel, version)  # type: ignore[arg-type]
 
     def version(self, channel: str, version: object) -> None:

@@ -265,10 +265,10 @@ class Store:
             size, change = space.plan_checkpoint(record, new_blobs)
             if size > limits.max_checkpoint_bytes:
                 self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            growth = change.nbytes
-            if rolling:
-                growth -= sum(removal.freed.nbytes for removal in rolling.values())
-            self._make_room(growth, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
+            freed = sum(removal.freed.nbytes for removal in rolling.values())
+            self._make_room(
+                change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now
+            )
             thread = self._use(thread_id, now)
             for name, removal in rolling.items():
                 self._remove_checkpoints(thread, name, removal, drop_if_empty=False)
@@ -276,8 +276,7 @@ class Store:
             replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
             self._usage.add(change)
             if replaced is None or replaced.run_id != record.run_id:
-                if replaced is not None:
-                    self._count_run(thread, replaced, -1)
+                self._count_run(thread, replaced, -1)
                 self._count_run(thread, record, +1)
             self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
 
