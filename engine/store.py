@@ -575,6 +575,15 @@ class Store:
         with self._operation():
             return list(self._threads)
 
+    def last_used(self, thread_id: str) -> float | None:
+        """The clock reading of the thread's last use, or None if it is not stored.
+
+        Does not mark the thread as used. Runtime complexity: O(1).
+        """
+        with self._operation():
+            thread = self._threads.get(thread_id)
+            return None if thread is None else thread.last_used
+
     def check(self) -> None:
         """Assert every invariant of the store; raise ``AssertionError`` on the first broken one.
 
