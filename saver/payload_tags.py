@@ -80,7 +80,7 @@ def allows_pickle(serde: SerializerProtocol) -> bool:
     return bool(getattr(serde, "pickle_fallback", False))
 
 
-def payloads(export: ThreadExport) -> Iterator[tuple[str, str]]:
+def payloads(export: ThreadExport) -> Iterator[tuple[str, object]]:
     """Every payload tag of an export, with where it is, checkpoints first, then writes, then blobs.
 
     Parts that are not what an export holds are skipped: the engine rejects
@@ -88,28 +88,8 @@ def payloads(export: ThreadExport) -> Iterator[tuple[str, str]]:
 
     Runtime complexity: O(size of the export), lazily.
     """
-    namespaces = export.namespaces if isinstance(export.namespaces, dict) else {}
-    for name, space in namespaces.items():
-        if not isinstance(space, NamespaceExport):
-            continue
-        prefix = f"namespace {_shown(name)}"
-        for record in space.checkpoints if isinstance(space.checkpoints, tuple) else ():
-            if isinstance(record, CheckpointRecord):
-                yield f"{prefix}, checkpoint {_shown(record.checkpoint_id)}", record.checkpoint_type
-                yield f"{prefix}, metadata of checkpoint {_shown(record.checkpoint_id)}", record.metadata_type
-        for checkpoint_id, writes in space.writes.items() if isinstance(space.writes, dict) else ():
-            for write in writes if isinstance(writes, tuple) else ():
-                if isinstance(write, WriteRecord):
-                    yield (
-                        (
-                            f"{prefix}, write ({_shown(write.task_id)}, {write.idx!r}) to channel "
-                            f"{_shown(write.channel)} of checkpoint {_shown(checkpoint_id)}"
-                        ),
-                        write.value_type,
-                    )
-        for key, blob in space.blobs.items() if isinstance(space.blobs, dict) else ():
-            if isinstance(blob, tuple) and blob and isinstance(key, tuple) and len(key) == 2:
-                yield f"{prefix}, value of channel {_shown(key[0])} at version {_shown(key[1])}", blob[0]
+    for tag, place in _tags(export):
+        yield _where(place), tag
 
 
 def check_export(export: ThreadExport, serde: SerializerProtocol) -> None:
@@ -122,9 +102,48 @@ def check_export(export: ThreadExport, serde: SerializerProtocol) -> None:
     """
     if not isinstance(export, ThreadExport) or allows_pickle(serde):
         return
-    for where, tag in payloads(export):
+    for tag, place in _tags(export):
         if isinstance(tag, str) and base_type(tag) == PICKLE:
-            raise PayloadTagError(export.thread_id, where, tag, _describe(serde))
+            raise PayloadTagError(export.thread_id, _where(place), tag, _describe(serde))
+
+
+_Place = tuple[object, ...]  # what, namespace, then the identifiers that locate the payload: formatted only if shown
+
+
+def _tags(export: ThreadExport) -> Iterator[tuple[object, _Place]]:
+    """Each payload's tag with its place, as plain tuples: a load checks every payload of a file."""
+    namespaces = export.namespaces if isinstance(export.namespaces, dict) else {}
+    for name, space in namespaces.items():
+        if not isinstance(space, NamespaceExport):
+            continue
+        for record in space.checkpoints if isinstance(space.checkpoints, tuple) else ():
+            if isinstance(record, CheckpointRecord):
+                yield record.checkpoint_type, ("checkpoint", name, record.checkpoint_id)
+                yield record.metadata_type, ("metadata", name, record.checkpoint_id)
+        for checkpoint_id, writes in space.writes.items() if isinstance(space.writes, dict) else ():
+            for write in writes if isinstance(writes, tuple) else ():
+                if isinstance(write, WriteRecord):
+                    yield write.value_type, ("write", name, checkpoint_id, write.task_id, write.idx, write.channel)
+        for key, blob in space.blobs.items() if isinstance(space.blobs, dict) else ():
+            if isinstance(blob, tuple) and blob and isinstance(key, tuple) and len(key) == 2:
+                yield blob[0], ("blob", name, *key)
+
+
+def _where(place: _Place) -> str:
+    kind, name, *ids = place
+    prefix = f"namespace {_shown(name)}"
+    if kind == "checkpoint":
+        return f"{prefix}, checkpoint {_shown(ids[0])}"
+    if kind == "metadata":
+        return f"{prefix}, metadata of checkpoint {_shown(ids[0])}"
+    if kind == "write":
+        checkpoint_id, task_id, idx, channel = ids
+        return (
+            f"{prefix}, write ({_shown(task_id)}, {idx!r}) to channel {_shown(channel)} "
+            f"of checkpoint {_shown(checkpoint_id)}"
+        )
+    channel, version = ids
+    return f"{prefix}, value of channel {_shown(channel)} at version {_shown(version)}"
 
 
 def _describe(serde: SerializerProtocol) -> str:

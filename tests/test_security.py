@@ -96,7 +96,7 @@ def saved(saver: BoundedInMemorySaver, path: Path) -> bytes:
     return path.read_bytes()
 
 
-def payload_tags_of(saver: BoundedInMemorySaver, thread_id: str) -> set[str]:
+def payload_tags_of(saver: BoundedInMemorySaver, thread_id: str) -> set[object]:
     export = saver.export_thread(thread_id)
     assert export is not None
     return {tag for _, tag in payloads(export)}
