@@ -36,7 +36,7 @@ from engine import (
     StoreStats,
     ThreadExport,
 )
-from saver import codec, snapshot
+from saver import codec, payload_tags, snapshot
 from saver.autosave import Autosaver
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
@@ -138,13 +138,15 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Write the whole store (LRU order and idle ages included) to one file, atomically.
 
         The store's lock is held only to copy the threads changed since the
-        previous save; serializing and writing happen outside it. Returns how
+        previous save; serializing and writing happen outside it. With
+        ``config.snapshot_key`` the file is signed (HMAC-SHA256). Returns how
         many threads were saved.
 
         Runtime complexity: O(T + size of changed threads) under the lock, O(size) in all.
         """
         threads, _ = self.store.snapshot()
-        snapshot.write_atomically(path, snapshot.encode(threads))
+        key = snapshot.signing_key(self.config.snapshot_key)
+        snapshot.write_atomically(path, snapshot.encode(threads, key=key))
         return len(threads)
 
     @classmethod
@@ -155,24 +157,41 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         config: InMemoryCheckpointConfig | None = None,
         serde: SerializerProtocol | None = None,
         clock: Callable[[], float] = time.monotonic,
+        allow_unsigned: bool = False,
     ) -> BoundedInMemorySaver:
         """A saver restored from a ``save`` file, under the limits of ``config``.
+
+        The file is verified whole before anything is restored: its checksum;
+        its signature, with ``config.snapshot_key`` (a signed file needs the
+        key; with a key, an unsigned file is refused unless ``allow_unsigned``);
+        and every payload's type tag (a ``"pickle"`` payload is refused unless
+        the serializer has ``pickle_fallback=True``).
 
         Threads are restored least recently used first with their idle ages (the
         wall-clock time since the save included): one idle past
         ``idle_ttl_seconds`` is not restored, one that does not fit the
         limits is evicted (LRU) or rejected, as a write would be. What happened
-        to each thread is in ``saver.load_report``. The file is read and verified
-        whole before anything is restored.
+        to each thread is in ``saver.load_report``.
 
         Raises:
-            SnapshotError: The file is foreign, truncated, corrupted or of an unknown version.
+            SnapshotError: The file is foreign, truncated, corrupted or of an
+                unknown version; its signature does not match; it is signed and
+                no key is set, or unsigned and a key is set (without
+                ``allow_unsigned``); or a payload's tag is refused. Nothing is loaded.
+            ValueError: ``allow_unsigned`` is not a bool.
 
         Runtime complexity: O(size of the file).
         """
-        parsed = snapshot.read(path)
+        if not isinstance(allow_unsigned, bool):
+            raise ValueError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
         config = config if config is not None else InMemoryCheckpointConfig()
+        parsed = snapshot.read(path, snapshot.signing_key(config.snapshot_key), allow_unsigned=allow_unsigned)
         saver = cls(config=replace(config, autosave_path=None), serde=serde, clock=clock)
+        for export, _ in parsed.threads:  # every thread, restorable or not, before any is restored
+            try:
+                payload_tags.check_export(export, saver.serde)
+            except payload_tags.PayloadTagError as error:
+                raise snapshot.SnapshotError(f"snapshot refused, nothing loaded: {error}") from error
         report = LoadReport()
         since_save = max(0.0, time.time() - parsed.saved_at)  # wall time: monotonic clocks end with the process
         for export, idle_at_save in parsed.threads:
@@ -231,15 +250,20 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Checkpoint ids, parent links, metadata, writes and channel values are kept,
         so a graph resumes on it as before. Payloads must have been written with
-        a compatible serializer. Merges into an existing thread, the export winning.
+        a compatible serializer; a ``"pickle"`` payload is refused unless this
+        saver's serializer has ``pickle_fallback=True``. Merges into an existing
+        thread, the export winning.
 
         Raises:
+            PayloadTagError: A payload's tag is refused (a ``ValueError`` naming
+                the thread, the payload and the tag); nothing changed.
             ValueError: Malformed export or invalid identifier.
             CheckpointCapacityError: It does not fit the limits; nothing changed.
 
         Runtime complexity: O(size of the export).
         """
         target = None if thread_id is None else normalize_id("thread_id", thread_id)
+        payload_tags.check_export(export, self.serde)
         self.store.import_thread(export, target)
 
     def check(self) -> None:
