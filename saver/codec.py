@@ -6,7 +6,8 @@ deserializes fresh objects, so no caller ever holds an object the store keeps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +24,7 @@ from langgraph.checkpoint.base import (
 )
 
 from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
-from engine.records import make_write_record
+from engine.records import make_checkpoint_record, make_write_record
 from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
@@ -62,26 +63,33 @@ def encode_checkpoint(
         _require_mapping("new_versions", new_versions)
     skeleton = dict(checkpoint)
     values: dict[str, Any] = skeleton.pop("channel_values")
+    dumps = serde.dumps_typed
+    blobs: dict[tuple[str, Any], Blob] = {}
+    channel = version = None
     try:
-        blobs: dict[tuple[str, Any], Blob] = {
-            (channel, version): _dump(serde, values[channel], channel) if channel in values else None
-            for channel, version in new_versions.items()
-        }
+        for channel, version in new_versions.items():
+            blobs[(channel, version)] = dumps(values[channel]) if channel in values else None
     except TypeError as error:
-        if "unhashable" not in str(error):
-            raise
+        if isinstance(version, Hashable) and isinstance(channel, Hashable):
+            raise _unserializable(f"channel {channel!r}", values.get(channel), error) from error
         raise ValueError(f"new_versions must map channels to str, int or float versions: {error}") from None
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    record = CheckpointRecord.of(
-        checkpoint_id=checkpoint.get("id"),
-        parent_id=parent_id,
-        checkpoint=serde.dumps_typed(skeleton),
-        metadata=serde.dumps_typed(merged),
-        channel_versions=checkpoint["channel_versions"],
-        run_id=None if run_id is None else str(run_id),
-        delta_channels=frozenset(counters) if counters else _NO_DELTA_CHANNELS,
+    checkpoint_type, checkpoint_data = dumps(skeleton)
+    metadata_type, metadata_data = dumps(merged)
+    record = make_checkpoint_record(
+        (
+            checkpoint.get("id"),
+            parent_id,
+            checkpoint_type,
+            checkpoint_data,
+            metadata_type,
+            metadata_data,
+            tuple(chain.from_iterable(checkpoint["channel_versions"].items())),
+            None if run_id is None else str(run_id),
+            frozenset(counters) if counters else _NO_DELTA_CHANNELS,
+        )
     )
     return record, blobs
 
@@ -106,14 +114,6 @@ def encode_writes(
         position = WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx
         records.append(make_write_record((task_id, position, channel, tag, data, task_path)))
     return records
-
-
-def _dump(serde: SerializerProtocol, value: Any, channel: str) -> tuple[str, bytes]:
-    """``serde.dumps_typed``, with an error that says which channel it was."""
-    try:
-        return serde.dumps_typed(value)
-    except TypeError as error:
-        raise _unserializable(f"channel {channel!r}", value, error) from error
 
 
 def _unserializable(what: str, value: Any, error: TypeError) -> TypeError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from langgraph.types import Command
 from saver import BoundedInMemorySaver, CheckpointCapacityError, DroppedThread, InMemoryCheckpointConfig, ThreadExport
 from tests.conftest import FakeClock
 from tests.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, interrupt_and_resume
-from tests.helpers import config, fingerprint, put
+from tests.helpers import config, fingerprint, make_checkpoint, put
 
 
 def snapshot(saver: BoundedInMemorySaver, thread_id: str) -> list[Any]:
@@ -158,3 +159,139 @@ def test_interrupted_runs_keep_their_interrupt_through_export() -> None:
     target = BoundedInMemorySaver()
     target.import_thread(source.export_thread("approval"))
     assert snapshot(target, "approval") == snapshot(source, "approval")
+
+
+# --- hooks and event loops ------------------------------------------------------------------------
+
+SLOW_HOOK_SECONDS = 0.2
+
+
+async def longest_stall(during: Any) -> float:
+    """The longest gap between ticks of a 1 ms ticker on this loop while ``during`` runs."""
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = loop.time()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    try:
+        await during
+    finally:
+        done.set()
+        await ticking
+    return max(gaps)
+
+
+def test_a_slow_sync_hook_runs_off_the_event_loop_of_an_async_caller() -> None:
+    hook_threads: list[str] = []
+
+    def slow_archive(dropped: DroppedThread, export: ThreadExport) -> None:
+        hook_threads.append(threading.current_thread().name)
+        time.sleep(SLOW_HOOK_SECONDS)  # a synchronous write to an archive
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=slow_archive))
+    filled(saver, "first")
+
+    async def main() -> float:
+        return await longest_stall(saver.aput(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1}))
+
+    stall = asyncio.run(main())
+    assert hook_threads and hook_threads[0] != threading.main_thread().name, "the hook ran on the loop's thread"
+    assert stall < SLOW_HOOK_SECONDS / 4, f"the loop stalled {stall * 1000:.0f} ms behind a {SLOW_HOOK_SECONDS}s hook"
+    assert saver.stats().evicted_threads == 1 and saver.get_tuple(config("second")) is not None
+
+
+def test_an_async_hook_is_awaited_on_the_callers_loop_before_the_call_returns() -> None:
+    announced: list[tuple[str, bool]] = []
+
+    async def archive(dropped: DroppedThread, export: ThreadExport) -> None:
+        await asyncio.sleep(SLOW_HOOK_SECONDS)
+        announced.append((dropped.thread_id, threading.current_thread() is threading.main_thread()))
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=archive))
+    filled(saver, "first")
+
+    async def main() -> float:
+        async def evicting_put() -> None:
+            await saver.aput(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1})
+            assert announced == [("first", True)], "aput returned before its announcement was made"
+
+        return await longest_stall(evicting_put())
+
+    assert asyncio.run(main()) < SLOW_HOOK_SECONDS / 4
+
+
+def test_a_sync_caller_runs_an_async_hook_to_completion() -> None:
+    announced: list[str] = []
+
+    async def archive(dropped: DroppedThread, export: ThreadExport) -> None:
+        await asyncio.sleep(0)
+        announced.append(dropped.thread_id)
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=archive))
+    filled(saver, "first")
+    put(saver, "second", {"a": 1})
+    assert announced == ["first"]
+
+    async def sync_call_inside_a_loop() -> None:
+        put(saver, "third", {"a": 1})  # this thread's loop is busy: the hook gets a loop of its own
+
+    asyncio.run(sync_call_inside_a_loop())
+    assert announced == ["first", "second"]
+
+
+class CountingClock:
+    """Every reading is one tick later: drops get distinct, increasing times."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("kind", ["sync hook", "async hook"])
+def test_announcements_keep_drop_order_across_concurrent_async_callers(kind: str) -> None:
+    times: list[float] = []
+
+    def sync_hook(dropped: DroppedThread, export: ThreadExport) -> None:
+        time.sleep(0.001)
+        times.append(dropped.dropped_at)
+
+    async def async_hook(dropped: DroppedThread, export: ThreadExport) -> None:
+        await asyncio.sleep(0.001)
+        times.append(dropped.dropped_at)
+
+    hook = sync_hook if kind == "sync hook" else async_hook
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=2, on_evict=hook), clock=CountingClock())
+
+    async def writer(index: int) -> None:
+        for turn in range(10):
+            await saver.aput(config(f"w{index}-{turn}"), make_checkpoint({"a": turn}), {}, {"a": turn})
+
+    async def main() -> None:
+        await asyncio.gather(*(writer(index) for index in range(8)))
+
+    asyncio.run(main())
+    assert len(times) == saver.stats().evicted_threads == 78
+    assert times == sorted(times), "announcements out of drop order"
+    saver.check()
+
+
+def test_an_async_hook_that_fails_is_counted_not_raised() -> None:
+    async def broken(dropped: DroppedThread, export: ThreadExport) -> None:
+        raise RuntimeError("archive is down")
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=broken))
+    filled(saver, "first")
+    asyncio.run(saver.aput(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1}))
+    assert saver.stats().drop_hook_errors == 1 and saver.get_tuple(config("second")) is not None

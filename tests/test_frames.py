@@ -1,0 +1,84 @@
+"""Python frames of ours per call on the write path, counted with ``sys.setprofile``.
+
+A Python call costs about as much as a dict insert plus a hash, so the write
+path's frames are counted like its allocations. Frames in ``saver/`` and
+``engine/`` count; the serializer's and LangGraph's do not. The count is
+deterministic: it is a test, while speed lives in the benchmarks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import engine
+import saver
+from saver import BoundedInMemorySaver
+from tests.helpers import config, make_checkpoint
+
+OURS = (str(Path(engine.__file__).parent), str(Path(saver.__file__).parent))
+
+
+def frames_of_ours(call: Callable[[], Any]) -> Counter[str]:
+    """Python functions of ours entered while ``call`` runs, by name."""
+    entered: Counter[str] = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(OURS):
+            entered[frame.f_code.co_qualname] += 1
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def a_thread_mid_conversation() -> tuple[BoundedInMemorySaver, dict[str, Any], dict[str, Any]]:
+    """A saver whose thread already holds a checkpoint, and the next checkpoint LangGraph would put."""
+    ours = BoundedInMemorySaver()
+    first = make_checkpoint({"messages": ["hi"], "count": 1}, {"messages": "1.0", "count": "1.0"})
+    stored = ours.put(config("t"), first, {"source": "loop", "step": 0, "run_id": "r"}, dict(first["channel_versions"]))
+    following = make_checkpoint(
+        {"messages": ["hi", "hello"], "count": 2}, {"messages": "2.0", "count": "2.0", "branch:to:node": "2.0"}
+    )
+    return ours, stored, following
+
+
+def test_a_put_on_an_existing_thread_runs_at_most_ten_frames_of_ours() -> None:
+    ours, stored, following = a_thread_mid_conversation()
+    metadata = {"source": "loop", "step": 1, "run_id": "r"}
+    new_versions = {"messages": "2.0", "count": "2.0", "branch:to:node": "2.0"}
+    entered = frames_of_ours(lambda: ours.put(stored, following, metadata, new_versions))
+    assert ours.stats().checkpoints == 2, "the put did not happen"
+    assert sum(entered.values()) <= 10, entered
+
+
+def test_the_frames_of_a_put_do_not_grow_with_its_channels() -> None:
+    ours, stored, _ = a_thread_mid_conversation()
+    many = {f"channel-{n}": f"value {n}" for n in range(12)}
+    checkpoint = make_checkpoint(many, dict.fromkeys(many, "2.0"))
+    few = make_checkpoint({"count": 3}, {"count": "3.0"})
+    wide = frames_of_ours(lambda: ours.put(stored, checkpoint, {"step": 1}, dict.fromkeys(many, "2.0")))
+    narrow = frames_of_ours(lambda: ours.put(stored, few, {"step": 2}, {"count": "3.0"}))
+    assert wide == narrow and sum(wide.values()) <= 10
+
+
+def test_a_put_writes_of_two_writes_runs_at_most_eight_frames_of_ours() -> None:
+    ours, stored, _ = a_thread_mid_conversation()
+    writes = [("messages", ["hello"]), ("count", 2)]
+    entered = frames_of_ours(lambda: ours.put_writes(stored, writes, "task-1", "~__pregel_pull, node"))
+    assert ours.stats().pending_writes == 2, "the writes were not stored"
+    assert sum(entered.values()) <= 8, entered
+
+
+def test_the_count_sees_our_frames() -> None:
+    """The counter is not blind: a call that goes through the eviction module is seen doing so."""
+    ours = BoundedInMemorySaver(config=saver.InMemoryCheckpointConfig(max_threads=1))
+    ours.put(config("first"), make_checkpoint({"a": 1}), {}, {"a": 1})
+    entered = frames_of_ours(lambda: ours.put(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1}))
+    assert entered["make_room"] == 1 and entered["remove"] == 1, entered
