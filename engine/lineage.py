@@ -149,9 +149,8 @@ def remove_checkpoints(
     store.checkpoints -= freed.checkpoints
     store.writes -= freed.writes
     store.blobs -= freed.blobs
-    for record in removed:
-        if record.run_id is not None:
-            count_run(store, thread, record.run_id, -1)
+    if any(record.run_id is not None for record in removed):
+        reindex_runs(store, thread)
     if space.is_empty():
         del thread.namespaces[namespace]
         store.namespaces -= 1
@@ -219,21 +218,27 @@ def prune(store: Store, thread_ids: Sequence[str], *, keep_latest: bool) -> None
 # --- the run index ---------------------------------------------------------------------------------------
 
 
-def count_run(store: Store, thread: Thread, run_id: str | None, delta: int) -> None:
-    """Add ``delta`` to the count of a run's checkpoints in a thread, keeping the run index.
-
-    Runtime complexity: O(1).
-    """
-    if run_id is None:
-        return
-    runs = thread.runs
-    after = runs.get(run_id, 0) + delta
-    if after:
-        runs[run_id] = after
-        store.runs.setdefault(run_id, set()).add(thread.thread_id)
+def index_run(store: Store, thread: Thread, run_id: str) -> None:
+    """Note that a thread now holds checkpoints of a run. Runtime complexity: O(1)."""
+    thread.runs.add(run_id)
+    holders = store.runs.get(run_id)
+    if holders is None:
+        store.runs[run_id] = {thread.thread_id}
     else:
-        del runs[run_id]
+        holders.add(thread.thread_id)
+
+
+def reindex_runs(store: Store, thread: Thread) -> None:
+    """Recount which runs a thread holds after checkpoints left it or changed run, and fix the index.
+
+    Runtime complexity: O(checkpoints of the thread).
+    """
+    held = thread.recount_runs()
+    for run_id in thread.runs - held:
         unindex_run(store, run_id, thread.thread_id)
+    for run_id in held - thread.runs:
+        store.runs.setdefault(run_id, set()).add(thread.thread_id)
+    thread.runs = held
 
 
 def unindex_run(store: Store, run_id: str, thread_id: str) -> None:

@@ -9,7 +9,7 @@ and planning and carrying out the removal of checkpoints.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -153,6 +153,27 @@ class Namespace:
             namespaces=1,
         )
 
+
+def blob_growth(blobs: Mapping[BlobKey, Blob], new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, int]:
+    """Bytes and blobs that storing ``new_blobs`` over ``blobs`` adds.
+
+    For the rare put whose new values include channels its checkpoint does not
+    reference, which the write path's single loop over the checkpoint's
+    channels does not see. Runtime complexity: O(len(new_blobs)).
+    """
+    growth = added = 0
+    for key, blob in new_blobs.items():
+        old = blobs.get(key, _MISSING)
+        if old is _MISSING:
+            added += 1
+        elif old is not None:
+            growth -= len(old[1])  # type: ignore[index]
+        if blob is not None:
+            growth += len(blob[1])
+    return growth, added
+
+
+_MISSING = object()
 
 EMPTY_NAMESPACE = Namespace()
 """A namespace that is never mutated: what a write plans against when its namespace does not exist yet."""

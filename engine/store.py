@@ -24,13 +24,14 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, moves, policy
 from engine.export import ThreadExport
 from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, Namespace
+from engine.namespace import EMPTY_NAMESPACE, Namespace, blob_growth
 from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -326,33 +327,44 @@ class Store:
                     identifiers.refuse("parent checkpoint_id", parent_id, limits)
                 if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
                     rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
+            if new_blobs:  # (channel, version) keys new to the store: checked all at once, in C
+                try:
+                    joined = "".join(chain.from_iterable(new_blobs))
+                except TypeError:  # an int or float version (allowed), or a key of the wrong type
+                    joined = None
+                if (
+                    joined is None
+                    or not joined.isprintable()
+                    or min(map(len, chain.from_iterable(new_blobs))) == 0
+                    or max(map(len, chain.from_iterable(new_blobs))) > max_length
+                ):
+                    identifiers.check_blob_keys(new_blobs, limits)
             growth = state = len(record.checkpoint_data) + len(record.metadata_data)
             if replaced is not None:
                 growth -= len(replaced.checkpoint_data) + len(replaced.metadata_data)
-            added_blobs = 0
-            for key, blob in new_blobs.items():
-                channel, version = key
-                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
-                    identifiers.refuse("channel", channel, limits)
-                if type(version) is str:
-                    if not 0 < len(version) <= max_length or not version.isprintable():
-                        identifiers.check_version(channel, version, limits)
-                elif type(version) is not int and type(version) is not float:
-                    identifiers.check_version(channel, version, limits)
-                old = blobs.get(key, _MISSING)
+            record_growth = growth
+            added_blobs = new_seen = 0
+            flat = iter(record.versions)
+            for key in zip(flat, flat, strict=False):  # every channel the checkpoint references
+                blob = new_blobs.get(key, _MISSING)  # type: ignore[arg-type]
+                if blob is _MISSING:
+                    blob = blobs.get(key)  # type: ignore[arg-type]
+                    if blob is not None:
+                        state += len(blob[1])
+                    continue
+                new_seen += 1
+                old = blobs.get(key, _MISSING)  # type: ignore[arg-type]
                 if old is _MISSING:
                     added_blobs += 1
                 elif old is not None:
                     growth -= len(old[1])  # type: ignore[index]
                 if blob is not None:
-                    growth += len(blob[1])
-            flat = iter(record.versions)
-            for key in zip(flat, flat, strict=False):
-                blob = new_blobs.get(key, _MISSING)  # type: ignore[arg-type]
-                if blob is _MISSING:
-                    blob = blobs.get(key)  # type: ignore[arg-type]
-                if blob is not None:
-                    state += len(blob[1])  # type: ignore[index]
+                    size = len(blob[1])  # type: ignore[index]
+                    growth += size
+                    state += size
+            if new_seen != len(new_blobs):  # values of channels the checkpoint does not reference
+                blob_bytes, added_blobs = blob_growth(blobs, new_blobs)
+                growth = record_growth + blob_bytes
             if state > limits.max_checkpoint_bytes:
                 policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
             net = growth if rolling is None else growth - rolling.freed_bytes
@@ -387,21 +399,10 @@ class Store:
                     space.place_id(checkpoint_id)
                 thread.checkpoints += 1
                 self.checkpoints += 1
-                if run_id is not None:
-                    runs = thread.runs
-                    count = runs.get(run_id)
-                    if count is None:
-                        runs[run_id] = 1
-                        holders = self.runs.get(run_id)
-                        if holders is None:
-                            self.runs[run_id] = {thread_id}
-                        else:
-                            holders.add(thread_id)
-                    else:
-                        runs[run_id] = count + 1
+                if run_id is not None and run_id not in thread.runs:
+                    lineage.index_run(self, thread, run_id)
             elif replaced.run_id != run_id:
-                lineage.count_run(self, thread, replaced.run_id, -1)
-                lineage.count_run(self, thread, run_id, +1)
+                lineage.reindex_runs(self, thread)
             if revived:
                 self.tombstones.forget(thread_id)  # the thread lives again, from this checkpoint
             if self.changed is not None:
@@ -452,6 +453,7 @@ class Store:
             accepted: dict[tuple[str, int], WriteRecord] = {}
             batch = growth = 0
             checked_task: object = _MISSING
+            checked_path: object = _MISSING
             for write in writes:
                 task_id, idx, channel, _, value_data, task_path = write
                 if task_id is not checked_task:
@@ -460,8 +462,10 @@ class Store:
                     checked_task = task_id
                 if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
                     identifiers.refuse("channel", channel, limits)
-                if type(task_path) is not str:
-                    raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                if task_path is not checked_path:
+                    if type(task_path) is not str:
+                        raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                    checked_path = task_path
                 size = len(value_data) + len(task_path)
                 batch += size
                 key = (task_id, idx)

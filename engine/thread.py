@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from engine.namespace import Namespace
 from engine.totals import Totals
 
@@ -12,7 +10,7 @@ class Thread:
     """Everything stored for one thread id, evicted and expired as one unit.
 
     The store's transactions keep the totals inline as they change the
-    namespaces. Invariant (``check``): the totals and run counts equal a
+    namespaces. Invariant (``check``): the totals and runs equal a
     recount of the namespaces, and no namespace is empty.
 
     Attributes:
@@ -24,7 +22,7 @@ class Thread:
         blobs: Blobs over all namespaces.
         last_used: Clock reading of the last operation that used the thread.
         created: Creation sequence number, for ``list(None)``'s thread order.
-        runs: Run id to how many of the thread's checkpoints it created.
+        runs: The runs that created the thread's checkpoints.
     """
 
     __slots__ = ("blobs", "checkpoints", "created", "last_used", "namespaces", "nbytes", "runs", "thread_id", "writes")
@@ -38,7 +36,7 @@ class Thread:
         self.blobs = 0
         self.last_used = now
         self.created = created
-        self.runs: dict[str, int] = {}
+        self.runs: set[str] = set()
 
     @property
     def totals(self) -> Totals:
@@ -52,15 +50,14 @@ class Thread:
             total = total.plus(space.recount())
         return total
 
-    def recount_runs(self) -> dict[str, int]:
-        """Run counts recomputed from the records. Runtime complexity: O(checkpoints)."""
-        counted = Counter(
+    def recount_runs(self) -> set[str]:
+        """The runs of the records, recomputed. Runtime complexity: O(checkpoints)."""
+        return {
             record.run_id
             for space in self.namespaces.values()
             for record in space.records.values()
             if record.run_id is not None
-        )
-        return dict(counted)
+        }
 
     def check(self) -> None:
         """Assert the invariant; raise ``AssertionError`` naming what is broken. Runtime complexity: O(size)."""
@@ -73,4 +70,4 @@ class Thread:
         if self.totals != recounted:
             raise AssertionError(f"totals drift: kept {self.totals}, recounted {recounted}")
         if self.runs != self.recount_runs():
-            raise AssertionError("run counts drift")
+            raise AssertionError("runs drift")

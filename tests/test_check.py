@@ -65,7 +65,7 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Store], None]]] = {
     "lru order": ("lru order", lambda s: setattr(s.threads["b"], "last_used", 0.0)),
     "empty thread": ("empty thread", lambda s: s.threads["a"].namespaces.clear()),
     "thread: totals": ("thread: 'a': totals drift", lambda s: setattr(s.threads["a"], "nbytes", 1)),
-    "thread: runs": ("thread: 'a': run counts drift", lambda s: s.threads["a"].runs.update({"run-1": 5})),
+    "thread: runs": ("thread: 'a': runs drift", lambda s: s.threads["a"].runs.add("run-9")),
     "thread: empty namespace": ("thread: 'a': namespace '': namespace is empty", lambda s: _empty(space(s))),
     "thread: id order": (
         "thread: 'a': namespace '': checkpoint ids are out of order",
