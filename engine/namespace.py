@@ -26,6 +26,8 @@ from engine.records import (
 )
 from engine.totals import Totals
 
+_NO_BLOBS: Mapping[BlobKey, Blob] = {}
+
 write_order = attrgetter("task_path", "task_id", "idx")
 """``WriteRecord.sort_key``, computed in C: the order a super-step applies writes in."""
 
@@ -112,13 +114,16 @@ class Namespace:
             (thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id))
         )
 
-    def state_size(self, record: CheckpointRecord) -> int:
-        """Bytes of the whole state a read of a stored ``record`` returns: checkpoint, metadata
-        and every channel value it references. Runtime complexity: O(channels)."""
+    def state_size(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob] = _NO_BLOBS) -> int:
+        """Bytes of the whole state a read of ``record`` returns once ``new_blobs`` are stored
+        with it: checkpoint, metadata and every channel value it references.
+
+        Runtime complexity: O(channels of the checkpoint).
+        """
         size = record.nbytes
         blobs = self.blobs
         for key in record.blob_keys():
-            size += payload_size(blobs.get(key))
+            size += payload_size(new_blobs[key] if key in new_blobs else blobs.get(key))
         return size
 
     def check(self) -> None:
@@ -154,23 +159,31 @@ class Namespace:
         )
 
 
-def blob_growth(blobs: Mapping[BlobKey, Blob], new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, int]:
-    """Bytes and blobs that storing ``new_blobs`` over ``blobs`` adds.
+def plan_writes(
+    stored: Mapping[WriteKey, WriteRecord], writes: Iterable[WriteRecord]
+) -> tuple[dict[WriteKey, WriteRecord], int, int]:
+    """The writes ``put_writes`` stores over a checkpoint's ``stored`` writes, the bytes
+    that adds and how many writes it adds, in order: a regular write is kept only if
+    its ``(task_id, idx)`` is not stored yet, a special one (negative ``idx``) replaces.
 
-    For the rare put whose new values include channels its checkpoint does not
-    reference, which the write path's single loop over the checkpoint's
-    channels does not see. Runtime complexity: O(len(new_blobs)).
+    Runtime complexity: O(len(writes)).
     """
+    accepted: dict[WriteKey, WriteRecord] = {}
     growth = added = 0
-    for key, blob in new_blobs.items():
-        old = blobs.get(key, _MISSING)
-        if old is _MISSING:
+    for write in writes:
+        key = (write.task_id, write.idx)
+        old = accepted.get(key) or stored.get(key)
+        if old is not None:
+            if write.idx >= 0:
+                continue  # a regular write is kept once
+            growth -= old.nbytes
+            if key not in accepted:
+                added -= 1
+        if key not in accepted:
             added += 1
-        elif old is not None:
-            growth -= len(old[1])  # type: ignore[index]
-        if blob is not None:
-            growth += len(blob[1])
-    return growth, added
+        accepted[key] = write
+        growth += write.nbytes
+    return accepted, growth, added
 
 
 _MISSING = object()

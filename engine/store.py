@@ -25,13 +25,14 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, moves, policy
 from engine.export import ThreadExport
 from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, Namespace, blob_growth
+from engine.namespace import EMPTY_NAMESPACE, Namespace, plan_writes
 from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -308,65 +309,42 @@ class Store:
             records = target.records
             blobs = target.blobs
             replaced = records.get(checkpoint_id)
-            if replaced is None:
-                if (
-                    type(checkpoint_id) is not str
-                    or not 0 < len(checkpoint_id) <= max_length
-                    or not checkpoint_id.isprintable()
-                ):
-                    identifiers.refuse("checkpoint_id", checkpoint_id, limits)
-                if (
-                    parent_id is not None
-                    and parent_id not in records
-                    and (
-                        type(parent_id) is not str
-                        or not 0 < len(parent_id) <= max_length
-                        or not parent_id.isprintable()
-                    )
-                ):
-                    identifiers.refuse("parent checkpoint_id", parent_id, limits)
-                if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
-                    rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
-            if new_blobs:  # (channel, version) keys new to the store: checked all at once, in C
-                try:
-                    joined = "".join(chain.from_iterable(new_blobs))
-                except TypeError:  # an int or float version (allowed), or a key of the wrong type
-                    joined = None
-                if (
-                    joined is None
-                    or not joined.isprintable()
-                    or min(map(len, chain.from_iterable(new_blobs))) == 0
-                    or max(map(len, chain.from_iterable(new_blobs))) > max_length
-                ):
-                    identifiers.check_blob_keys(new_blobs, limits)
-            growth = state = len(record.checkpoint_data) + len(record.metadata_data)
+            # The checkpoint id and the (channel, version) keys of its new values are new to the
+            # store: checked all at once, in C; the precise error comes from the slow path.
+            new_ids = (checkpoint_id, *chain.from_iterable(new_blobs))
+            try:
+                printable = "".join(new_ids).isprintable()
+            except TypeError:  # an int or float version (allowed), or an identifier of the wrong type
+                printable = False
+            if not printable or min(map(len, new_ids)) == 0 or max(map(len, new_ids)) > max_length:
+                identifiers.check_checkpoint_ids(checkpoint_id, new_blobs, limits)
+            if (
+                parent_id is not None
+                and parent_id not in records
+                and (type(parent_id) is not str or not 0 < len(parent_id) <= max_length or not parent_id.isprintable())
+            ):
+                identifiers.refuse("parent checkpoint_id", parent_id, limits)
+            if replaced is None and thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
+                rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
+            record_bytes = len(record.checkpoint_data) + len(record.metadata_data)
+            new_bytes = old_bytes = replaced_blobs = 0
+            for key, blob in new_blobs.items():
+                if blob is not None:
+                    new_bytes += len(blob[1])
+                old = blobs.get(key, _MISSING)
+                if old is not _MISSING:
+                    replaced_blobs += 1
+                    if old is not None:
+                        old_bytes += len(old[1])  # type: ignore[index]
+            growth = record_bytes + new_bytes - old_bytes
             if replaced is not None:
                 growth -= len(replaced.checkpoint_data) + len(replaced.metadata_data)
-            record_growth = growth
-            added_blobs = new_seen = 0
-            flat = iter(record.versions)
-            for key in zip(flat, flat, strict=False):  # every channel the checkpoint references
-                blob = new_blobs.get(key, _MISSING)  # type: ignore[arg-type]
-                if blob is _MISSING:
-                    blob = blobs.get(key)  # type: ignore[arg-type]
-                    if blob is not None:
-                        state += len(blob[1])
-                    continue
-                new_seen += 1
-                old = blobs.get(key, _MISSING)  # type: ignore[arg-type]
-                if old is _MISSING:
-                    added_blobs += 1
-                elif old is not None:
-                    growth -= len(old[1])  # type: ignore[index]
-                if blob is not None:
-                    size = len(blob[1])  # type: ignore[index]
-                    growth += size
-                    state += size
-            if new_seen != len(new_blobs):  # values of channels the checkpoint does not reference
-                blob_bytes, added_blobs = blob_growth(blobs, new_blobs)
-                growth = record_growth + blob_bytes
-            if state > limits.max_checkpoint_bytes:
-                policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
+            # The whole state read back is at most the record, its new values and all the thread
+            # holds: only when that bound breaks max_checkpoint_bytes is the exact state summed.
+            if record_bytes + new_bytes + (0 if thread is None else thread.nbytes) > limits.max_checkpoint_bytes:
+                state = target.state_size(record, new_blobs)
+                if state > limits.max_checkpoint_bytes:
+                    policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
             net = growth if rolling is None else growth - rolling.freed_bytes
             if self.nbytes + net > limits.max_total_bytes or (thread is None and len(threads) >= limits.max_threads):
                 policy.make_room(self, net, (thread,) if thread is not None else (), thread_id, now, thread is None)
@@ -387,6 +365,7 @@ class Store:
             space.records[checkpoint_id] = record
             thread.nbytes += growth
             self.nbytes += growth
+            added_blobs = len(new_blobs) - replaced_blobs
             if added_blobs:
                 thread.blobs += added_blobs
                 self.blobs += added_blobs
@@ -441,41 +420,24 @@ class Store:
                 target = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
                 policy.refuse_continuation(self, thread_id, target, checkpoint_id, now)
+            # Task ids and channels, and the checkpoint id if it is new, checked all at once, in C;
+            # task paths must be strings. The precise error comes from the slow path.
             stored = target.writes.get(checkpoint_id)
-            if stored is None:
-                stored = _NO_WRITES
-                if checkpoint_id not in target.records and (
-                    type(checkpoint_id) is not str
-                    or not 0 < len(checkpoint_id) <= max_length
-                    or not checkpoint_id.isprintable()
-                ):
-                    identifiers.refuse("checkpoint_id", checkpoint_id, limits)
-            accepted: dict[tuple[str, int], WriteRecord] = {}
-            batch = growth = 0
-            checked_task: object = _MISSING
-            checked_path: object = _MISSING
-            for write in writes:
-                task_id, idx, channel, _, value_data, task_path = write
-                if task_id is not checked_task:
-                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
-                        identifiers.refuse("task_id", task_id, limits)
-                    checked_task = task_id
-                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
-                    identifiers.refuse("channel", channel, limits)
-                if task_path is not checked_path:
-                    if type(task_path) is not str:
-                        raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
-                    checked_path = task_path
-                size = len(value_data) + len(task_path)
-                batch += size
-                key = (task_id, idx)
-                old = accepted.get(key) or stored.get(key)
-                if old is not None:
-                    if idx >= 0:
-                        continue  # a regular write is kept once
-                    growth -= len(old.value_data) + len(old.task_path)
-                accepted[key] = write
-                growth += size
+            new_ids = tuple(chain.from_iterable(map(_task_and_channel, writes)))
+            if stored is None and checkpoint_id not in target.records:
+                new_ids += (checkpoint_id,)
+            try:
+                valid = "".join(new_ids).isprintable() and type("".join(map(_task_path, writes))) is str
+            except TypeError:
+                valid = False
+            if not valid or (new_ids and (min(map(len, new_ids)) == 0 or max(map(len, new_ids)) > max_length)):
+                identifiers.check_writes(checkpoint_id, writes, limits)
+            batch = sum(map(len, map(_value_data, writes))) + sum(map(len, map(_task_path, writes)))
+            accepted = dict(zip(map(_write_key, writes), writes, strict=True))
+            added = len(accepted)
+            growth = batch
+            if stored is not None or added != len(writes):  # writes to merge, or one key twice in the batch
+                accepted, growth, added = plan_writes(stored or _NO_WRITES, writes)
             if batch > limits.max_pending_write_bytes:
                 policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
             if not accepted:
@@ -494,11 +456,9 @@ class Store:
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
-            added = len(accepted)
-            if stored is _NO_WRITES:
+            if stored is None:
                 space.writes[checkpoint_id] = accepted
             else:
-                added -= sum(1 for key in accepted if key in stored)
                 stored.update(accepted)
             thread.writes += added
             self.writes += added
@@ -694,6 +654,10 @@ class Store:
 
 
 _NO_WRITES: dict[tuple[str, int], WriteRecord] = {}
+_write_key = itemgetter(0, 1)  # WriteRecord.key, in C
+_task_and_channel = itemgetter(0, 2)
+_value_data = itemgetter(4)
+_task_path = itemgetter(5)
 
 
 def _creation_order(thread: Thread) -> int:
