@@ -326,3 +326,22 @@ def test_the_saver_is_saved_at_interpreter_exit(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert stored_threads(path) == ["t"]
+
+
+def test_the_readme_documents_every_variable() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme[readme.index("### Environment variables") : readme.index("### One saver per process")]
+    undocumented = [setting.variable for setting in settings().values() if f"`{setting.variable}`" not in table]
+    assert undocumented == [], "add a row to the README's table of environment variables"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="the Agent Server's gRPC path calls aprune(strategy='delete_all'); saver.prune knows 'delete' only",
+)
+async def test_aprune_accepts_the_strategy_the_agent_server_s_grpc_path_sends() -> None:
+    saver = BoundedInMemorySaver()
+    put(saver, "t", {"n": 1})
+    await saver.aprune(["t"], strategy="delete_all")
+    assert saver.stats().threads == 0

@@ -139,7 +139,7 @@ async def test_a_run_stops_at_its_interrupt_resumes_and_keeps_state_and_history(
         for entry in history[1:]  # the resume wrote only the newest
     ]
     # The in-memory runtime hands `before` to alist as it came: the Checkpoint object the SDK sends has
-    # no "configurable" key, which the stock saver meets with a KeyError (a 500) and this one with a
+    # no "configurable" key, which the stock saver meets with a KeyError (a server error), this one with a
     # ValueError (a 400). A config-shaped object passes the API's schema and works with either saver.
     newest_id = history[0]["checkpoint"]["checkpoint_id"]
     before: Any = {"configurable": {"checkpoint_id": newest_id}}
@@ -202,6 +202,10 @@ async def test_twice_max_threads_concurrent_threads_evict_and_the_metrics_say_so
     states = [await client.threads.get_state(thread_id) for thread_id, _ in outcomes]
     gone = [thread_id for (thread_id, _), state in zip(outcomes, states, strict=True) if state["values"] == {}]
     assert len(gone) >= MAX_THREADS
+    record = await client.threads.get(gone[0])  # the server's record still shows the interrupt it saw last...
+    assert record["status"] == "interrupted" and record["interrupts"]
+    with pytest.raises(Exception, match="TypeError"):  # ...which cannot be resumed: no checkpoint holds it
+        await client.runs.wait(gone[0], "agent", command={"resume": "yes"})
     again = await run_to_interrupt(client, gone[0], "back again")
     assert again["messages"] == ["back again", "draft of back again"]
 
