@@ -169,7 +169,8 @@ def _unit(field_name: str) -> str:
 def _setting_for(field_name: str, annotation: object) -> Setting | None:
     """The parser a field's type annotation calls for, or None for a type no parser handles."""
     variable = ENV_PREFIX + field_name.upper()
-    members = set(typing.get_args(annotation)) if isinstance(annotation, types.UnionType) else {annotation}
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)  # Optional[X] as well as X | None
+    members = set(typing.get_args(annotation)) if is_union else {annotation}
     optional = type(None) in members
     members.discard(type(None))
     unit = _unit(field_name)
@@ -361,6 +362,9 @@ def reset_shared_saver() -> None:
 
 def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
     path = config.autosave_path
+    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        # Otherwise every autosave would fail, logged but unseen, for as long as the server runs.
+        raise ServingConfigError(f"{ENV_PREFIX}AUTOSAVE_PATH: the folder of {path} does not exist")
     if path is not None and os.path.exists(path):
         try:
             saver = BoundedInMemorySaver.load(path, config=config)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from prometheus_client import REGISTRY
@@ -124,7 +125,7 @@ class LaterConfig(InMemoryCheckpointConfig):
     max_memory_bytes: int = 256 * 1024 * 1024
     on_namespace_limit: str = "reject"
     snapshot_key: str | bytes | None = None
-    on_saved: Callable[[], object] | None = None
+    on_saved: Optional[Callable[[], object]] = None  # noqa: UP045 - the older spelling must work too
     strict: bool = False
 
     def __post_init__(self) -> None:
@@ -291,6 +292,12 @@ def test_an_unreadable_snapshot_stops_the_start_and_is_left_untouched(
     with pytest.raises(SnapshotError, match=r"BOUNDED_SAVER_AUTOSAVE_PATH.*left untouched"):
         shared_saver()
     assert path.read_bytes() == b"not a snapshot"
+
+
+def test_an_autosave_path_in_a_missing_folder_stops_the_start(environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    environment.setenv("BOUNDED_SAVER_AUTOSAVE_PATH", str(tmp_path / "no-such-folder" / "state.snapshot"))
+    with pytest.raises(ServingConfigError, match=r"BOUNDED_SAVER_AUTOSAVE_PATH: the folder of .* does not exist"):
+        shared_saver()
 
 
 def test_metrics_are_registered_once_and_leave_with_the_saver(environment: pytest.MonkeyPatch) -> None:
