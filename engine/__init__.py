@@ -5,7 +5,6 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
-from engine.dropped import DroppedThread
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.export import NamespaceExport, ThreadExport
 from engine.limits import KIB, MIB, StoreLimits
@@ -20,6 +19,7 @@ from engine.records import (
 )
 from engine.stats import StoreStats
 from engine.store import CheckpointRef, Store
+from engine.tombstones import DroppedThread
 
 __all__ = [
     "KIB",

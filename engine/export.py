@@ -4,14 +4,15 @@ An export holds the thread's records themselves (they are immutable, so an
 export shares them with the store rather than copying bytes): every namespace
 with its checkpoints, pending writes and blobs. ``Store.export_thread`` makes
 one, ``Store.import_thread`` stores one, and the ``on_drop`` hook receives one
-for each thread the store evicts or expires.
+for each thread the store evicts or expires. ``engine.moves`` makes and stores them.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.identifiers import IdentifierCheck
+from engine.identifiers import check_blob_keys, check_identifier, check_namespace, check_version
+from engine.limits import StoreLimits
 from engine.namespace import Namespace
 from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, payload_size
 
@@ -25,17 +26,23 @@ class NamespaceExport(NamedTuple):
 
     @classmethod
     def of(cls, space: Namespace) -> NamespaceExport:
-        """Runtime complexity: O(size of the namespace)."""
+        """The records of a namespace. Runtime complexity: O(size of the namespace)."""
+        records = space.records
         return cls(
-            checkpoints=tuple(space.checkpoints.values()),
+            checkpoints=tuple(records[checkpoint_id] for checkpoint_id in space.ids),
             writes={cid: tuple(writes.values()) for cid, writes in space.writes.items()},
             blobs=dict(space.blobs),
         )
 
     def to_namespace(self) -> Namespace:
-        """A namespace holding these records. Runtime complexity: O(size)."""
+        """A namespace holding these records, later ones winning on equal keys.
+
+        Runtime complexity: O(n log n) for n checkpoints (O(n) when in id order), O(size) besides.
+        """
         space = Namespace()
-        space.checkpoints.update(self.checkpoints)
+        for record in self.checkpoints:
+            space.records[record.checkpoint_id] = record
+        space.ids = sorted(space.records)
         for checkpoint_id, writes in self.writes.items():
             if writes:
                 space.writes[checkpoint_id] = {write.key: write for write in writes}
@@ -68,47 +75,44 @@ class ThreadExport(NamedTuple):
         return sum(len(space.checkpoints) for space in self.namespaces.values())
 
 
-def checked_namespace(name: str, export: NamespaceExport, ids: IdentifierCheck) -> tuple[Namespace, int]:
-    """An imported namespace with every identifier, record and payload checked, and the
-    largest whole state of its checkpoints (for ``max_checkpoint_bytes``).
+def checked_namespace(name: str, export: NamespaceExport, limits: StoreLimits) -> Namespace:
+    """An imported namespace, with every identifier, record and payload checked.
 
     Raises:
         ValueError: Naming what is malformed.
 
     Runtime complexity: O(size of the namespace).
     """
-    ids.namespace(name)
+    check_namespace(name, limits)
     if not isinstance(export, NamespaceExport):
         raise ValueError(f"namespace {name!r} must be a NamespaceExport, got {type(export).__name__}")
-    space = export.to_namespace()
-    largest = 0
-    for record in space.checkpoints.values():
+    for record in export.checkpoints:
         if not isinstance(record, CheckpointRecord):
             raise ValueError(f"checkpoints of {name!r} must be CheckpointRecords, got {type(record).__name__}")
-        ids.unique("checkpoint_id", record.checkpoint_id)
+        check_identifier("checkpoint_id", record.checkpoint_id, limits)
         if record.parent_id is not None:
-            ids.unique("parent checkpoint_id", record.parent_id)
+            check_identifier("parent checkpoint_id", record.parent_id, limits)
         _check_payload("checkpoint", record.checkpoint)
         _check_payload("metadata", record.metadata)
         if not isinstance(record.versions, tuple) or len(record.versions) % 2:
             raise ValueError(f"versions of {record.checkpoint_id!r} must be a flat (channel, version, ...) tuple")
-        for channel, version in record.blob_keys():
-            ids.name("channel", channel)
-            ids.version(channel, version)
-        largest = max(largest, space.plan_checkpoint(record, {})[0])
-    for writes in space.writes.values():
-        for write in writes.values():
+        check_blob_keys(record.blob_keys(), limits)
+    for checkpoint_id, writes in export.writes.items():
+        check_identifier("checkpoint_id", checkpoint_id, limits)
+        for write in writes:
             if not isinstance(write, WriteRecord):
                 raise ValueError(f"writes of {name!r} must be WriteRecords, got {type(write).__name__}")
-            ids.unique("task_id", write.task_id)
-            ids.name("channel", write.channel)
+            check_identifier("task_id", write.task_id, limits)
+            check_identifier("channel", write.channel, limits)
+            if type(write.task_path) is not str:
+                raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
             _check_payload("write value", write.value)
-    for (channel, version), blob in space.blobs.items():
-        ids.name("channel", channel)
-        ids.version(channel, version)
+    for (channel, version), blob in export.blobs.items():
+        check_identifier("channel", channel, limits)
+        check_version(channel, version, limits)
         if blob is not None:
             _check_payload("blob", blob)
-    return space, largest
+    return export.to_namespace()
 
 
 def _check_payload(field: str, payload: object) -> None:

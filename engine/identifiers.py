@@ -1,14 +1,20 @@
-"""Validation of the identifiers that key the store.
+"""The rules for identifiers that key the store, and their errors.
 
-Identifiers are stored as dictionary keys and are not counted as payload bytes,
-so their size is bounded here instead: every identifier (and every segment of a
+Identifiers are dictionary keys and are not counted as payload bytes, so their
+size is bounded here instead: every identifier (and every segment of a
 namespace path) is a non-empty printable string of at most
 ``max_identifier_length`` characters.
+
+The store's transactions test a new identifier inline with the same rule
+(``type(value) is str and 0 < len(value) <= max_length and value.isprintable()``)
+and call ``refuse`` only when it fails, for the precise error. An identifier
+that is already a key of the store was checked when it went in and is not
+checked again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import NoReturn
 
 from engine.limits import StoreLimits
 
@@ -16,7 +22,7 @@ NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
 
 
 def check_identifier(field: str, value: object, limits: StoreLimits) -> str:
-    """Return ``value`` if it is a valid identifier, else raise ``ValueError``.
+    """Return ``value`` if it is a valid identifier, else raise ``ValueError`` naming ``field``.
 
     Runtime complexity: O(length), at most ``max_identifier_length``.
     """
@@ -29,8 +35,17 @@ def check_identifier(field: str, value: object, limits: StoreLimits) -> str:
             f"{field} is {len(value):,} characters long; max_identifier_length is {limits.max_identifier_length:,}"
         )
     if not value.isprintable():
-        raise ValueError(f"{field} must be printable, got {value!r}")
+        raise ValueError(f"{field} must be printable, got {value!r:.80}")
     return value
+
+
+def refuse(field: str, value: object, limits: StoreLimits) -> NoReturn:
+    """Raise the ``ValueError`` of an identifier that failed the inline test.
+
+    Runtime complexity: O(length).
+    """
+    check_identifier(field, value, limits)
+    raise ValueError(f"{field} must be a str, not a subclass ({type(value).__name__})")
 
 
 def check_namespace(value: object, limits: StoreLimits) -> str:
@@ -42,7 +57,7 @@ def check_namespace(value: object, limits: StoreLimits) -> str:
 
     Runtime complexity: O(length).
     """
-    if not isinstance(value, str):
+    if type(value) is not str:
         raise ValueError(f"checkpoint_ns must be a string, got {type(value).__name__}")
     if not value:
         return value
@@ -56,72 +71,36 @@ def check_namespace(value: object, limits: StoreLimits) -> str:
     return value
 
 
-class IdentifierCheck:
-    """The checks above on the hot path: one set lookup for a name seen recently.
+def check_location(thread_id: object, namespace: object, checkpoint_id: object, limits: StoreLimits) -> None:
+    """The identifiers of a read that found nothing: a miss on invalid ones raises instead.
 
-    Names that repeat (thread ids, namespaces, channels) are remembered once
-    accepted, up to ``KNOWN_NAMES`` of them; ids that do not repeat (checkpoint
-    ids, task ids, versions) take the fast inline test. Either way a bad value
-    gets the precise ``ValueError`` of ``check_identifier``.
+    ``namespace`` and ``checkpoint_id`` may be None (not given). Runtime complexity: O(length).
     """
+    check_identifier("thread_id", thread_id, limits)
+    if namespace is not None:
+        check_namespace(namespace, limits)
+    if checkpoint_id is not None:
+        check_identifier("checkpoint_id", checkpoint_id, limits)
 
-    KNOWN_NAMES = 4_096  # remembered accepted names; the set is emptied when full
 
-    __slots__ = ("_known", "_max_length", "limits")
+def check_version(channel: object, version: object, limits: StoreLimits) -> None:
+    """A channel version must be an int, a float or a valid identifier string.
 
-    def __init__(self, limits: StoreLimits) -> None:
-        self.limits = limits
-        self._max_length = limits.max_identifier_length
-        self._known: set[str] = set()
+    Runtime complexity: O(length).
+    """
+    kind = type(version)
+    if kind is int or kind is float:
+        return
+    if kind is not str:
+        raise ValueError(f"version of channel {channel!r:.80} must be str, int or float, got {kind.__name__}")
+    check_identifier(f"version of channel {channel!r:.80}", version, limits)
 
-    def name(self, field: str, value: object) -> str:
-        """``check_identifier`` for a repeating name. Runtime complexity: O(1) when seen before."""
-        if type(value) is str and value in self._known:
-            return value
-        check_identifier(field, value, self.limits)
-        self._remember(value)  # type: ignore[arg-type]
-        return value  # type: ignore[return-value]
 
-    def namespace(self, value: object) -> str:
-        """``check_namespace``. Runtime complexity: O(1) when seen before."""
-        if value == "" or (type(value) is str and value in self._known):
-            return value  # type: ignore[return-value]
-        check_namespace(value, self.limits)
-        self._remember(value)  # type: ignore[arg-type]
-        return value  # type: ignore[return-value]
+def check_blob_keys(keys: object, limits: StoreLimits) -> None:
+    """Every ``(channel, version)`` key: a valid channel name and version.
 
-    def unique(self, field: str, value: object) -> str:
-        """``check_identifier`` for an id that does not repeat. Runtime complexity: O(length)."""
-        if type(value) is str and self._is_short_printable(value):
-            return value
-        return check_identifier(field, value, self.limits)
-
-    def location(self, thread_id: object, namespace: object) -> None:
-        """``name`` of a thread id and ``namespace`` of a namespace. Runtime complexity: O(1) when seen before."""
-        self.name("thread_id", thread_id)
-        self.namespace(namespace)
-
-    def blob_keys(self, keys: Iterable[tuple[object, object]]) -> None:
-        """``name`` of each channel and ``version`` of each version. Runtime complexity: O(1) per key seen before."""
-        for channel, version in keys:
-            self.name("channel", channel)
-            self.version(channel, version)  # type: ignore[arg-type]
-
-    def version(self, channel: str, version: object) -> None:
-        """A channel version must be an int, a float or a valid identifier string."""
-        kind = type(version)
-        if kind is int or kind is float:
-            return
-        if kind is str:
-            if not self._is_short_printable(version):  # type: ignore[arg-type]
-                check_identifier(f"version of channel {channel!r}", version, self.limits)
-            return
-        raise ValueError(f"version of channel {channel!r} must be str, int or float, got {kind.__name__}")
-
-    def _is_short_printable(self, value: str) -> bool:
-        return 0 < len(value) <= self._max_length and value.isprintable()
-
-    def _remember(self, value: str) -> None:
-        if len(self._known) >= self.KNOWN_NAMES:
-            self._known.clear()
-        self._known.add(value)
+    Runtime complexity: O(total length of the keys).
+    """
+    for channel, version in keys:  # type: ignore[attr-defined]
+        check_identifier("channel", channel, limits)
+        check_version(channel, version, limits)

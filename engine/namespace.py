@@ -1,87 +1,93 @@
-"""One namespace of one thread: its checkpoints, pending writes and blobs."""
+"""One namespace of one thread: its checkpoints, pending writes and blobs.
+
+The write transactions in ``engine.store`` fill these containers inline. What
+lives here is what they share with the rarer operations: reading a checkpoint
+as a view, walking ids newest first, placing an id that does not sort last,
+and planning and carrying out the removal of checkpoints.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
-from engine.index import CheckpointIndex
 from engine.records import (
     Blob,
     BlobKey,
     CheckpointRecord,
     CheckpointView,
     Payload,
-    Version,
     WriteKey,
     WriteRecord,
+    make_view,
     payload_size,
-    tuple_builder,
 )
-from engine.usage import Usage
+from engine.totals import Totals
 
-_MISSING = object()
-_new_view = tuple_builder(CheckpointView)
-
-
-class Removal(NamedTuple):
-    """Checkpoints, with their writes, and blobs to remove from a namespace, and what that frees."""
-
-    checkpoint_ids: list[str]
-    blob_keys: list[BlobKey]
-    freed: Usage
+write_order = attrgetter("task_path", "task_id", "idx")
+"""``WriteRecord.sort_key``, computed in C: the order a super-step applies writes in."""
 
 
 class Namespace:
-    """Checkpoints kept sorted by id, writes grouped by checkpoint, blobs by version.
+    """Checkpoints by id with their ids in sorted order, writes grouped by checkpoint, blobs by version.
 
-    Writes are planned, then applied: a ``plan_*`` method changes nothing and
-    returns the exact ``Usage`` change, which the thread and the store add to
-    their totals once the operation is known to fit; the matching mutation
-    just stores.
+    Checkpoint ids are time-ordered (uuid6), so a new checkpoint's id is the
+    greatest and ``ids`` grows by appending; an id that sorts elsewhere costs
+    one O(n) memory move (``place_id``). Two plain containers keep a store of
+    many small threads light: a ``SortedDict`` costs about twenty objects per
+    namespace, each visited by every pass of the garbage collector.
+
+    Invariant (``check``): ``ids`` is the sorted list of the keys of
+    ``records``; every record and write is filed under its own key; no write
+    set is empty; the namespace is not empty.
+
+    Attributes:
+        records: Checkpoint id to its record.
+        ids: The same ids, ascending.
+        writes: Checkpoint id to its pending writes by ``(task_id, idx)``; a
+            checkpoint's writes may arrive before the checkpoint.
+        blobs: ``(channel, version)`` to the stored value, ``None`` for a
+            version whose channel held no value.
     """
 
-    __slots__ = ("blobs", "checkpoints", "writes")
+    __slots__ = ("blobs", "ids", "records", "writes")
 
     def __init__(self) -> None:
-        self.checkpoints = CheckpointIndex()
+        self.records: dict[str, CheckpointRecord] = {}
+        self.ids: list[str] = []
         self.writes: dict[str, dict[WriteKey, WriteRecord]] = {}
         self.blobs: dict[BlobKey, Blob] = {}
 
     def is_empty(self) -> bool:
         """True when the namespace holds nothing. Runtime complexity: O(1)."""
-        return not (self.checkpoints or self.writes or self.blobs)
-
-    # --- reads -----------------------------------------------------------------
+        return not (self.records or self.writes or self.blobs)
 
     def latest(self) -> CheckpointRecord | None:
         """The checkpoint with the greatest id. Runtime complexity: O(1)."""
-        return self.checkpoints.latest()
+        ids = self.ids
+        return self.records[ids[-1]] if ids else None
 
-    def get(self, checkpoint_id: str) -> CheckpointRecord | None:
-        """The checkpoint with this id. Runtime complexity: O(1)."""
-        return self.checkpoints.get(checkpoint_id)
-
-    def ids_newest_first(self, before: str | None = None) -> Iterator[str]:
+    def newest_first(self, before: str | None = None) -> Iterator[str]:
         """Checkpoint ids in descending order, only those below ``before`` if given.
 
-        Runtime complexity: O(log n) to start, O(1) per id yielded.
+        The caller holds the store's lock while it iterates. Runtime
+        complexity: O(log n) to start, O(1) per id.
         """
-        return self.checkpoints.newest_first(before)
+        ids = self.ids
+        end = len(ids) if before is None else bisect_left(ids, before)
+        return (ids[position] for position in range(end - 1, -1, -1))
 
-    def blob(self, channel: str, version: Version) -> Payload | None:
-        """The non-empty value of ``channel`` at ``version``, or None.
+    def place_id(self, checkpoint_id: str) -> None:
+        """Insert a new id that does not sort after every stored id.
 
-        Runtime complexity: O(1).
+        Runtime complexity: O(log n) search plus an O(n) memory move.
         """
-        return self.blobs.get((channel, version))
+        insort(self.ids, checkpoint_id)
 
     def channel_values(self, record: CheckpointRecord) -> dict[str, Payload]:
-        """Every non-empty value a checkpoint references.
-
-        Runtime complexity: O(channels of the checkpoint).
-        """
+        """Every non-empty value a checkpoint references. Runtime complexity: O(channels)."""
         values: dict[str, Payload] = {}
         blobs = self.blobs
         versions = record.versions
@@ -98,160 +104,35 @@ class Namespace:
         Runtime complexity: O(w log w) for its w writes.
         """
         stored = self.writes.get(checkpoint_id)
-        return sorted(stored.values(), key=_sort_key) if stored else []
+        return sorted(stored.values(), key=write_order) if stored else []
 
     def view(self, thread_id: str, namespace: str, record: CheckpointRecord) -> CheckpointView:
-        """A self-contained read of one checkpoint.
-
-        Runtime complexity: O(channels + w log w).
-        """
-        return _new_view(
+        """A self-contained read of one checkpoint. Runtime complexity: O(channels + w log w)."""
+        return make_view(
             (thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id))
         )
 
-    # --- planning (no mutation) ---------------------------------------------------
-
-    def plan_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> tuple[int, Usage]:
-        """``(state_size, change)`` if ``put_checkpoint`` stored these, without storing them.
-
-        ``state_size`` is the bytes of the whole state a read of ``record`` would
-        return (checkpoint, metadata, every channel value it references);
-        ``change`` is what the namespace's totals would change by.
-
-        Runtime complexity: O(channels of the checkpoint).
-        """
+    def state_size(self, record: CheckpointRecord) -> int:
+        """Bytes of the whole state a read of a stored ``record`` returns: checkpoint, metadata
+        and every channel value it references. Runtime complexity: O(channels)."""
+        size = record.nbytes
         blobs = self.blobs
-        size = growth = record.nbytes
         for key in record.blob_keys():
-            blob = new_blobs.get(key, _MISSING)
-            if blob is _MISSING:
-                blob = blobs.get(key)
-            if blob is not None:
-                size += len(blob[1])  # type: ignore[index]
-        replaced = self.checkpoints.get(record.checkpoint_id)
-        if replaced is not None:
-            growth -= replaced.nbytes
-        added_blobs = 0
-        for key, blob in new_blobs.items():
-            old = blobs.get(key, _MISSING)
-            if old is _MISSING:
-                added_blobs += 1
-            elif old is not None:
-                growth -= len(old[1])  # type: ignore[index]
-            if blob is not None:
-                growth += len(blob[1])
-        return size, Usage(growth, 0 if replaced else 1, 0, added_blobs)
-
-    def plan_writes(
-        self, checkpoint_id: str, writes: Sequence[WriteRecord]
-    ) -> tuple[dict[WriteKey, WriteRecord], Usage]:
-        """The writes ``put_writes`` would store, and what the namespace's totals would change by.
-
-        Regular writes are kept only if absent, special (negative index) writes
-        always, the last of a key winning.
-
-        Runtime complexity: O(len(writes)).
-        """
-        stored = self.writes.get(checkpoint_id, _NO_WRITES)
-        accepted: dict[WriteKey, WriteRecord] = {}
-        for write in writes:
-            key = write.key
-            if write.idx >= 0 and key in stored:
-                continue
-            accepted[key] = write
-        nbytes = added = 0
-        for key, write in accepted.items():
-            replaced = stored.get(key)
-            if replaced is None:
-                added += 1
-            else:
-                nbytes -= replaced.nbytes
-            nbytes += write.nbytes
-        return accepted, Usage(nbytes, writes=added)
-
-    # --- mutation ------------------------------------------------------------------
-
-    def put_checkpoint(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]) -> CheckpointRecord | None:
-        """Store a checkpoint and its new blobs, as planned by ``plan_checkpoint``; return the record it replaced.
-
-        Runtime complexity: O(len(new_blobs)), plus ``CheckpointIndex.put``'s
-        O(1) for a new latest id.
-        """
-        self.blobs.update(new_blobs)
-        return self.checkpoints.put(record)
-
-    def put_writes(self, checkpoint_id: str, accepted: Mapping[WriteKey, WriteRecord]) -> None:
-        """Store writes chosen by ``plan_writes``.
-
-        Runtime complexity: O(len(accepted)).
-        """
-        if not accepted:
-            return
-        stored = self.writes.get(checkpoint_id)
-        if stored is None:
-            self.writes[checkpoint_id] = dict(accepted)
-        else:
-            stored.update(accepted)
-
-    def plan_removal(self, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
-        """What removing these checkpoints (with their writes) would take away, without removing it.
-
-        Blobs that no surviving checkpoint references go too, except ``keep_blobs``.
-
-        Runtime complexity: O(n * channels) for the blob sweep.
-        """
-        ids = [cid for cid in dict.fromkeys(checkpoint_ids) if cid in self.checkpoints]
-        freed = Usage()
-        for checkpoint_id in ids:
-            freed.checkpoints += 1
-            freed.nbytes += self.checkpoints[checkpoint_id].nbytes
-            for write in self.writes.get(checkpoint_id, {}).values():
-                freed.writes += 1
-                freed.nbytes += write.nbytes
-        blob_keys: list[BlobKey] = []
-        if ids:
-            gone = set(ids)
-            referenced = {
-                key for cid, record in self.checkpoints.items() if cid not in gone for key in record.blob_keys()
-            }
-            blob_keys = [key for key in self.blobs if key not in referenced and key not in keep_blobs]
-            for key in blob_keys:
-                freed.blobs += 1
-                freed.nbytes += payload_size(self.blobs[key])
-        return Removal(ids, blob_keys, freed)
-
-    def apply_removal(self, removal: Removal) -> list[CheckpointRecord]:
-        """Carry out a removal planned by ``plan_removal``; return the removed records.
-
-        Its ``freed`` is what the namespace's totals went down by.
-        Runtime complexity: O(n) for a namespace of n checkpoints (one memory
-        move of the sorted ids for a single removal), O(1) per blob.
-        """
-        removed = self.checkpoints.remove(removal.checkpoint_ids)
-        for checkpoint_id in removal.checkpoint_ids:
-            self.writes.pop(checkpoint_id, None)
-        for key in removal.blob_keys:
-            del self.blobs[key]
-        return removed
-
-    def absorb(self, other: Namespace) -> None:
-        """Add everything ``other`` holds, its records winning on equal keys.
-
-        Records are immutable, so they are shared, not copied. The caller
-        recounts its totals.
-
-        Runtime complexity: O((n + m) log(n + m)) for the merged ids, O(size of other) besides.
-        """
-        self.blobs.update(other.blobs)
-        self.checkpoints.update(other.checkpoints.values())
-        for checkpoint_id, writes in other.writes.items():
-            self.put_writes(checkpoint_id, writes)
-
-    # --- consistency -----------------------------------------------------------------
+            size += payload_size(blobs.get(key))
+        return size
 
     def check(self) -> None:
-        """Assert that every checkpoint and write is filed under its own key. Runtime complexity: O(size)."""
-        self.checkpoints.check()
+        """Assert the invariant; raise ``AssertionError`` naming what is broken. Runtime complexity: O(size)."""
+        ids, records = self.ids, self.records
+        if self.is_empty():
+            raise AssertionError("namespace is empty")
+        if any(ids[i] >= ids[i + 1] for i in range(len(ids) - 1)):
+            raise AssertionError("checkpoint ids are out of order")
+        if len(ids) != len(records) or any(checkpoint_id not in records for checkpoint_id in ids):
+            raise AssertionError("the sorted ids and the records disagree")
+        for checkpoint_id, record in records.items():
+            if record.checkpoint_id != checkpoint_id:
+                raise AssertionError(f"checkpoint {record.checkpoint_id!r} is filed under {checkpoint_id!r}")
         for stored in self.writes.values():
             if not stored:
                 raise AssertionError("an empty write set is kept")
@@ -259,25 +140,74 @@ class Namespace:
                 if write.key != key:
                     raise AssertionError(f"write {write.key!r} is filed under {key!r}")
 
-    def recount(self) -> Usage:
-        """What the namespace holds, counted from scratch, for ``check()``. Runtime complexity: O(size)."""
-        writes = [w for stored in self.writes.values() for w in stored.values()]
-        return Usage(
-            nbytes=sum(r.nbytes for r in self.checkpoints.values())
-            + sum(w.nbytes for w in writes)
-            + sum(payload_size(b) for b in self.blobs.values()),
-            checkpoints=len(self.checkpoints),
+    def recount(self) -> Totals:
+        """What the namespace holds, counted from scratch. Runtime complexity: O(size)."""
+        writes = [write for stored in self.writes.values() for write in stored.values()]
+        return Totals(
+            nbytes=sum(record.nbytes for record in self.records.values())
+            + sum(write.nbytes for write in writes)
+            + sum(payload_size(blob) for blob in self.blobs.values()),
+            checkpoints=len(self.records),
             writes=len(writes),
             blobs=len(self.blobs),
             namespaces=1,
         )
 
 
-_sort_key = attrgetter("task_path", "task_id", "idx")  # WriteRecord.sort_key, computed in C
-
-
-_NO_WRITES: dict[WriteKey, WriteRecord] = {}
-
-
 EMPTY_NAMESPACE = Namespace()
-"""A namespace that is never mutated, for planning writes to a namespace not yet created."""
+"""A namespace that is never mutated: what a write plans against when its namespace does not exist yet."""
+
+
+class Removal(NamedTuple):
+    """Checkpoints (with their writes) and blobs to remove from one namespace, and what that frees.
+
+    A plan: ``plan_removal`` returns it without changing anything, and
+    ``carry_out`` applies it unchanged.
+    """
+
+    checkpoint_ids: list[str]
+    blob_keys: list[BlobKey]
+    freed: Totals
+
+
+def plan_removal(space: Namespace, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
+    """What removing these checkpoints, with their writes, would take away from ``space``.
+
+    Blobs that no surviving checkpoint references go too, except ``keep_blobs``.
+    Ids not stored are ignored. Runtime complexity: O(n * channels) for a
+    namespace of n checkpoints (the blob sweep).
+    """
+    records = space.records
+    ids = [checkpoint_id for checkpoint_id in dict.fromkeys(checkpoint_ids) if checkpoint_id in records]
+    if not ids:
+        return Removal([], [], Totals())
+    nbytes = writes = 0
+    for checkpoint_id in ids:
+        nbytes += records[checkpoint_id].nbytes
+        for write in space.writes.get(checkpoint_id, {}).values():
+            writes += 1
+            nbytes += write.nbytes
+    gone = set(ids)
+    referenced = {key for cid, record in records.items() if cid not in gone for key in record.blob_keys()}
+    blob_keys = [key for key in space.blobs if key not in referenced and key not in keep_blobs]
+    nbytes += sum(payload_size(space.blobs[key]) for key in blob_keys)
+    return Removal(ids, blob_keys, Totals(nbytes, len(ids), writes, len(blob_keys)))
+
+
+def carry_out(space: Namespace, removal: Removal) -> list[CheckpointRecord]:
+    """Apply a removal planned by ``plan_removal``; return the removed records.
+
+    Runtime complexity: O(log n) plus one O(n) memory move for a single
+    checkpoint, O(n) for several; O(1) per write set and blob.
+    """
+    records = space.records
+    removed = [records.pop(checkpoint_id) for checkpoint_id in removal.checkpoint_ids]
+    if len(removed) == 1:
+        del space.ids[bisect_left(space.ids, removed[0].checkpoint_id)]
+    elif removed:
+        space.ids = [checkpoint_id for checkpoint_id in space.ids if checkpoint_id in records]
+    for checkpoint_id in removal.checkpoint_ids:
+        space.writes.pop(checkpoint_id, None)
+    for key in removal.blob_keys:
+        del space.blobs[key]
+    return removed

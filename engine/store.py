@@ -1,71 +1,99 @@
-"""The store: threads in least-recently-used order, limits, eviction and expiry."""
+"""The store: the lock, threads in least-recently-used order, the totals, and the public transactions.
+
+Each write is one straight-line transaction: identifiers, byte planning, limits,
+LRU order and totals are handled inline. Rare work lives in modules of its own
+and is reached through one cheap test on the way:
+
+* ``now >= next_expiry``: ``policy.expire``;
+* a new thread or namespace: ``policy.admit_location``;
+* a tombstone for the thread: ``policy.refuse_continuation``;
+* a thread at ``max_checkpoints_per_thread``: ``policy.plan_rolling``;
+* over a byte or thread limit: ``policy.make_room`` (evict, or reject);
+* snapshots taken: ``changed.add``.
+
+Cold operations (deletions by run, prune, copies, imports, snapshots, the
+invariant check) live in ``engine.lineage``, ``engine.moves`` and
+``engine.check``.
+"""
 
 from __future__ import annotations
 
 import itertools
-import logging
+import math
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import NamedTuple
 
-from engine import ancestry
-from engine.dropped import DroppedThread, DroppedThreads
-from engine.errors import CheckpointCapacityError, ThreadEvictedError
-from engine.export import NamespaceExport, ThreadExport, checked_namespace
-from engine.identifiers import IdentifierCheck
+from engine import check, identifiers, lineage, moves, policy
+from engine.export import ThreadExport
+from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, Namespace, Removal
-from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord, tuple_builder
-from engine.rolling import plan_rolling
+from engine.namespace import EMPTY_NAMESPACE, Namespace
+from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
-from engine.usage import Usage
+from engine.tombstones import Tombstones
 
-logger = logging.getLogger(__name__)
-
-_UNCHECKED = object()
-
-DropHook = Callable[[DroppedThread, ThreadExport], object]
-"""Called with why and when a thread was evicted or expired, and everything it held."""
+_MISSING = object()
 
 
 class CheckpointRef(NamedTuple):
-    """Where a listed checkpoint lives; ``Store.view`` turns it into a read."""
+    """Where a listed checkpoint lives; ``Store.views`` turns it into a read."""
 
     thread_id: str
     namespace: str
     record: CheckpointRecord
 
 
-_new_ref = tuple_builder(CheckpointRef)
-
-
 class Store:
     """Threads of checkpoints, pending writes and blobs, within ``StoreLimits``.
 
     Threads sit in an ``OrderedDict`` in least-recently-used order, which is
-    also idle order: expiry pops from the front, and so does eviction. Every
-    total is kept incrementally, so evicting a whole thread is O(1)
-    bookkeeping plus freeing its objects, and ``stats()`` is O(1).
+    also idle order: expiry and eviction both take from the front. Totals are
+    kept incrementally, so ``stats()`` is O(1).
 
-    Every public method takes ``lock`` (re-entrant), so the store may be shared
-    by threads. Every operation first removes the threads whose idle time has
-    reached ``idle_ttl_seconds``. A rejected operation raises
-    ``CheckpointCapacityError`` and changes nothing else: no eviction, no
-    partial write, no change of LRU order. A read that finds nothing changes
-    nothing.
+    Every public method holds ``lock`` (re-entrant), so the store may be shared
+    by threads. A rejected operation raises ``CheckpointCapacityError`` and
+    changes nothing else: no eviction, no partial write, no change of LRU
+    order. A read that finds nothing changes nothing, except that expiry may
+    run (below).
+
+    Expiry works as Redis's does: lazily, a thread whose idle time has reached
+    ``idle_ttl_seconds`` is removed when an operation touches it, so no read
+    returns an expired thread; and actively, each operation that finds expiry
+    due removes at most ``policy.EXPIRY_BUDGET`` of the oldest idle threads
+    besides. ``purge_expired()`` removes the rest.
+
+    Threads that are evicted or expire are announced to ``on_drop`` through
+    ``announcements``: the store queues them, and whoever called the operation
+    delivers them once the lock is released (``announce()``, or the saver's
+    async-aware delivery).
+
+    The attributes below are engine-internal state, read and changed under
+    ``lock`` by the engine's modules.
 
     Args:
         limits: The bounds to enforce; the reference defaults if omitted.
         clock: Monotonic seconds, injectable for tests of expiry.
-        on_drop: Called for each thread evicted or expired, with the reason and a
-            complete export of what it held. It runs after the store's lock is
-            released, in the thread of the operation that dropped the thread (so
-            a slow hook delays that caller only); an exception it raises is
-            logged and counted in ``stats().drop_hook_errors``, never propagated.
+        on_drop: Called with why and when each thread was evicted or expired,
+            and a complete export of what it held.
+
+    Attributes:
+        threads: Thread id to thread, least recently used first.
+        runs: Run id to the ids of the threads holding its checkpoints.
+        nbytes: Counted bytes of every thread.
+        checkpoints: Checkpoints stored.
+        writes: Pending writes stored.
+        blobs: Blobs stored.
+        namespaces: Namespaces stored.
+        next_expiry: A clock reading no later than the moment the least recently
+            used thread expires (``inf`` when the store is empty).
+        tombstones: Evicted and expired threads, so that their late writes fail loudly.
+        announcements: Dropped threads waiting to be handed to ``on_drop``.
+        changed: Threads changed since the last snapshot, or None until one is taken.
+        exports: The export of each thread as of the last snapshot (None until one is taken).
     """
 
     def __init__(
@@ -78,42 +106,55 @@ class Store:
         self.limits = limits if limits is not None else StoreLimits()
         self.clock = clock
         self.lock = threading.RLock()
-        self._threads: OrderedDict[str, Thread] = OrderedDict()
-        self._runs: dict[str, set[str]] = {}
-        self._usage = Usage()
-        self._creation = itertools.count()
-        self._evicted_for_threads = 0
-        self._evicted_for_bytes = 0
-        self._expired = 0
-        self._pruned_checkpoints = 0
-        self._rejections: Counter[str] = Counter()
-        self._dropped = DroppedThreads(self.limits.max_dropped_thread_records)
-        self._ids = IdentifierCheck(self.limits)
-        self.on_drop = on_drop
-        self._drops_to_announce: list[tuple[DroppedThread, ThreadExport]] | None = None
-        self._drop_hook_errors = 0
-        self._snapshot_cache: dict[str, ThreadExport] | None = None  # exports as of the last snapshot
-        self._changed: set[str] = set()  # threads changed since then
+        self.threads: OrderedDict[str, Thread] = OrderedDict()
+        self.runs: dict[str, set[str]] = {}
+        self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = 0
+        self.next_expiry = math.inf
+        self.creation = itertools.count()
+        self.evicted_for_threads = self.evicted_for_bytes = self.expired = self.pruned_checkpoints = 0
+        self.rejections: Counter[str] = Counter()
+        self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
+        self.announcements = Announcements(on_drop)
+        self.changed: set[str] | None = None
+        self.exports: dict[str, ThreadExport] | None = None
 
-    # --- reads ---------------------------------------------------------------------
+    @property
+    def on_drop(self) -> DropHook | None:
+        """The hook told of every thread evicted or expired."""
+        return self.announcements.hook
+
+    # --- reads -----------------------------------------------------------------------------
 
     def get(self, thread_id: str, namespace: str, checkpoint_id: str | None = None) -> CheckpointView | None:
         """Read one checkpoint, the latest of the namespace if no id is given.
 
-        Runtime complexity: O(1) to find it, plus O(channels + w log w) to read
-        its c channel values and w writes.
+        Marks the thread as used when it finds something.
+
+        Raises:
+            ValueError: An identifier that is not stored is also invalid.
+
+        Runtime complexity: O(1) to find it, plus O(c + w log w) to read its c
+        channel values and w writes.
         """
-        self._ids.location(thread_id, namespace)
-        with self._operation():
-            now = self._expire()
-            thread, space = self._find(thread_id, namespace)
-            if space is None:
-                return None
-            record = space.latest() if checkpoint_id is None else space.get(checkpoint_id)
+        with self.lock:
+            now = self.clock()
+            if now >= self.next_expiry:
+                policy.expire(self, now, thread_id)
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            record = None
+            if space is not None:
+                if checkpoint_id is None:
+                    ids = space.ids
+                    record = space.records[ids[-1]] if ids else None
+                else:
+                    record = space.records.get(checkpoint_id)
             if record is None:
+                identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
                 return None
-            self._touch(thread, now)
-            return space.view(thread_id, namespace, record)
+            thread.last_used = now  # type: ignore[union-attr]
+            self.threads.move_to_end(thread_id)
+            return space.view(thread_id, namespace, record)  # type: ignore[union-attr]
 
     def list(
         self,
@@ -124,7 +165,7 @@ class Store:
         before: str | None = None,
         limit: int | None = None,
     ) -> list[CheckpointRef]:
-        """Checkpoints newest first within each namespace.
+        """Checkpoints newest first within each namespace; marks a named thread as used if it finds any.
 
         Args:
             thread_id: The thread, or None for every thread in creation order.
@@ -136,292 +177,383 @@ class Store:
         Runtime complexity: O(log n + k) per namespace for k checkpoints
         returned; with ``thread_id=None``, O(T log T) more to order T threads.
         """
-        if thread_id is not None:
-            self._ids.name("thread_id", thread_id)
-        with self._operation():
-            now = self._expire()
+        with self.lock:
+            now = self.clock()
+            if now >= self.next_expiry:
+                policy.expire(self, now, thread_id)
             if thread_id is None:
-                threads = sorted(self._threads.values(), key=lambda t: t.created)
+                threads = sorted(self.threads.values(), key=_creation_order)
             else:
-                found = self._threads.get(thread_id)
+                found = self.threads.get(thread_id)
+                if found is None:
+                    identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
                 threads = [found] if found is not None else []
-            refs = self._collect(threads, namespace, checkpoint_id, before, limit)
-            if thread_id is not None and refs:
-                self._touch(threads[0], now)
-            return refs
-
-    def _collect(
-        self,
-        threads: Iterable[Thread],
-        namespace: str | None,
-        checkpoint_id: str | None,
-        before: str | None,
-        limit: int | None,
-    ) -> list[CheckpointRef]:
-        refs: list[CheckpointRef] = []
-        if limit is not None and limit <= 0:
-            return refs
-        for thread in threads:
-            for name, space in thread.namespaces.items():
-                if namespace is not None and name != namespace:
+            refs: list[CheckpointRef] = []
+            if limit is not None and limit <= 0:
+                return refs
+            for thread in threads:
+                for name, space in thread.namespaces.items():
+                    if namespace is not None and name != namespace:
+                        continue
+                    for found_id in _matching_ids(space, checkpoint_id, before):
+                        refs.append(CheckpointRef(thread.thread_id, name, space.records[found_id]))
+                        if len(refs) == limit:
+                            break
+                    else:
+                        continue
+                    break
+                else:
                     continue
-                for found_id in self._matching_ids(space, checkpoint_id, before):
-                    refs.append(_new_ref((thread.thread_id, name, space.checkpoints[found_id])))
-                    if len(refs) == limit:
-                        return refs
-        return refs
+                break
+            if thread_id is not None and refs:
+                threads[0].last_used = now
+                self.threads.move_to_end(thread_id)
+            return refs
 
     def views(self, refs: Iterable[CheckpointRef]) -> list[CheckpointView | None]:
-        """Read listed checkpoints under one lock: a view each, or None for one removed since it was listed.
+        """Read listed checkpoints under one hold of the lock: a view each, or None for one gone since.
 
-        Runtime complexity: O(channels + w log w) per checkpoint.
+        Does not mark threads as used (``list`` did). A thread that has expired
+        since it was listed is removed and its checkpoints read as None.
+
+        Runtime complexity: O(c + w log w) per checkpoint.
         """
         views: list[CheckpointView | None] = []
-        with self._operation():
+        with self.lock:
+            now = self.clock()
+            threads = self.threads
             for ref in refs:
-                _, space = self._find(ref.thread_id, ref.namespace)
-                if space is None or space.get(ref.record.checkpoint_id) is not ref.record:
+                if now >= self.next_expiry:
+                    policy.expire(self, now, ref.thread_id)
+                thread = threads.get(ref.thread_id)
+                space = None if thread is None else thread.namespaces.get(ref.namespace)
+                if space is None or space.records.get(ref.record.checkpoint_id) is not ref.record:
                     views.append(None)
                 else:
                     views.append(space.view(ref.thread_id, ref.namespace, ref.record))
         return views
 
     def delta_history(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_id: str | None,
-        channels: Sequence[str],
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, channels: Sequence[str]
     ) -> dict[str, ChannelHistory]:
-        """Writes and seed of each channel along a checkpoint's ancestor chain.
+        """Writes and seed of each channel along a checkpoint's ancestor chain (``lineage.delta_history``).
 
-        See ``engine.ancestry.delta_history``. Runtime complexity: O(a * (c + w
-        log w)) for the a ancestors walked, never more than the thread holds.
+        Marks the thread as used when the checkpoint is found.
+
+        Runtime complexity: O(a * (c + w log w)) for the a ancestors walked,
+        never more than the namespace holds.
         """
-        self._ids.location(thread_id, namespace)
-        with self._operation():
-            now = self._expire()
-            thread, space = self._find(thread_id, namespace)
+        with self.lock:
+            now = self.clock()
+            if now >= self.next_expiry:
+                policy.expire(self, now, thread_id)
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
             target = None
             if space is not None:
-                target = space.latest() if checkpoint_id is None else space.get(checkpoint_id)
+                target = space.latest() if checkpoint_id is None else space.records.get(checkpoint_id)
             if target is None:
-                return ancestry.delta_history(EMPTY_NAMESPACE, None, channels)
-            self._touch(thread, now)
-            return ancestry.delta_history(space, target, channels)
+                identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
+                return lineage.delta_history(EMPTY_NAMESPACE, None, channels)
+            thread.last_used = now  # type: ignore[union-attr]
+            self.threads.move_to_end(thread_id)
+            return lineage.delta_history(space, target, channels)  # type: ignore[arg-type]
 
-    # --- writes ----------------------------------------------------------------------
+    # --- writes ------------------------------------------------------------------------------
 
     def put_checkpoint(
-        self,
-        thread_id: str,
-        namespace: str,
-        record: CheckpointRecord,
-        new_blobs: Mapping[BlobKey, Blob],
+        self, thread_id: str, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
     ) -> None:
         """Store a checkpoint and the channel values that changed with it.
 
         Over ``max_checkpoints_per_thread`` the checkpoint is rejected, or with
         ``on_checkpoint_limit="prune_oldest"`` the thread's oldest checkpoints
-        make room (see ``engine.rolling``); the pruning is planned before
+        make room (``policy.plan_rolling``); the pruning is planned before
         anything changes, so a put rejected for another limit prunes nothing.
 
         Raises:
-            ValueError: An identifier is invalid.
+            ValueError: A new identifier is invalid.
             CheckpointCapacityError: ``max_namespaces_per_thread``,
                 ``max_checkpoints_per_thread``, ``max_checkpoint_bytes`` or
                 ``max_total_bytes`` would be exceeded.
             ThreadEvictedError: The parent checkpoint belonged to the thread
                 before it was evicted or expired.
 
-        Runtime complexity: O(c) for c channels when the id is the namespace's
-        greatest (ids are time-ordered), else one O(n) memory move of its sorted
-        ids; plus O(1) per thread evicted; a put that prunes pays O(n) for n
-        checkpoints of the thread, once per a tenth of the limit.
+        Runtime complexity: O(c) for a checkpoint of c channels whose id sorts
+        last in its namespace (ids are time-ordered), else one O(n) memory move;
+        plus, when they happen, O(namespaces + runs) per thread evicted or
+        expired (and its export, with a hook), and O(n) for the n checkpoints of
+        the thread once per a tenth of the limit under rolling history.
         """
-        limits = self.limits
-        ids = self._ids
-        ids.location(thread_id, namespace)
-        ids.unique("checkpoint_id", record.checkpoint_id)
+        checkpoint_id = record.checkpoint_id
         parent_id = record.parent_id
-        if parent_id is not None:
-            ids.unique("parent checkpoint_id", parent_id)
-        ids.blob_keys(new_blobs)
-        with self._operation():
-            now = self._expire()
-            thread = self._threads.get(thread_id)
-            space = self._namespace_for_write(thread, thread_id, namespace)
-            self._refuse_if_dropped(thread_id, space, parent_id, now)
-            rolling: dict[str, Removal] = {}
-            if (
-                thread is not None
-                and thread.usage.checkpoints >= limits.max_checkpoints_per_thread
-                and record.checkpoint_id not in space.checkpoints
-            ):
-                rolling = plan_rolling(limits, thread, namespace, record, new_blobs)
-                if not rolling:
-                    count = thread.usage.checkpoints + 1
-                    self._reject("max_checkpoints_per_thread", limits.max_checkpoints_per_thread, count, thread_id)
-            size, change = space.plan_checkpoint(record, new_blobs)
-            if size > limits.max_checkpoint_bytes:
-                self._reject("max_checkpoint_bytes", limits.max_checkpoint_bytes, size, thread_id)
-            freed = sum(removal.freed.nbytes for removal in rolling.values())
-            self._make_room(
-                change.nbytes - freed, adds_thread=thread is None, keep=(thread,) if thread else (), now=now
-            )
-            thread = self._use(thread_id, now)
-            for name, removal in rolling.items():
-                self._remove_checkpoints(thread, name, removal, drop_if_empty=False)
-                self._pruned_checkpoints += len(removal.checkpoint_ids)
-            replaced = thread.put_checkpoint(namespace, record, new_blobs, change)
-            self._usage.add(change)
-            if replaced is None or replaced.run_id != record.run_id:
-                self._count_run(thread, replaced, -1)
-                self._count_run(thread, record, +1)
-            self._dropped.forget(thread_id)  # the thread lives again, from this checkpoint
+        limits = self.limits
+        max_length = limits.max_identifier_length
+        rolling = None
+        revived = False
+        with self.lock:
+            now = self.clock()
+            if now >= self.next_expiry:
+                policy.expire(self, now, thread_id)
+            threads = self.threads
+            thread = threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            target = space
+            if target is None:
+                policy.admit_location(self, thread, thread_id, namespace)
+                target = EMPTY_NAMESPACE
+            if self.tombstones.records and thread_id in self.tombstones.records:
+                revived = policy.refuse_continuation(self, thread_id, target, parent_id, now)
+            records = target.records
+            blobs = target.blobs
+            replaced = records.get(checkpoint_id)
+            if replaced is None:
+                if (
+                    type(checkpoint_id) is not str
+                    or not 0 < len(checkpoint_id) <= max_length
+                    or not checkpoint_id.isprintable()
+                ):
+                    identifiers.refuse("checkpoint_id", checkpoint_id, limits)
+                if (
+                    parent_id is not None
+                    and parent_id not in records
+                    and (
+                        type(parent_id) is not str
+                        or not 0 < len(parent_id) <= max_length
+                        or not parent_id.isprintable()
+                    )
+                ):
+                    identifiers.refuse("parent checkpoint_id", parent_id, limits)
+                if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
+                    rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
+            growth = state = len(record.checkpoint_data) + len(record.metadata_data)
+            if replaced is not None:
+                growth -= len(replaced.checkpoint_data) + len(replaced.metadata_data)
+            added_blobs = 0
+            for key, blob in new_blobs.items():
+                channel, version = key
+                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
+                    identifiers.refuse("channel", channel, limits)
+                if type(version) is str:
+                    if not 0 < len(version) <= max_length or not version.isprintable():
+                        identifiers.check_version(channel, version, limits)
+                elif type(version) is not int and type(version) is not float:
+                    identifiers.check_version(channel, version, limits)
+                old = blobs.get(key, _MISSING)
+                if old is _MISSING:
+                    added_blobs += 1
+                elif old is not None:
+                    growth -= len(old[1])  # type: ignore[index]
+                if blob is not None:
+                    growth += len(blob[1])
+            flat = iter(record.versions)
+            for key in zip(flat, flat, strict=False):
+                blob = new_blobs.get(key, _MISSING)  # type: ignore[arg-type]
+                if blob is _MISSING:
+                    blob = blobs.get(key)  # type: ignore[arg-type]
+                if blob is not None:
+                    state += len(blob[1])  # type: ignore[index]
+            if state > limits.max_checkpoint_bytes:
+                policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
+            net = growth if rolling is None else growth - rolling.freed_bytes
+            if self.nbytes + net > limits.max_total_bytes or (thread is None and len(threads) >= limits.max_threads):
+                policy.make_room(self, net, (thread,) if thread is not None else (), thread_id, now, thread is None)
+            # --- every check passed: apply --------------------------------------------------------
+            if thread is None:
+                thread = self.new_thread(thread_id, now)
+            else:
+                thread.last_used = now
+                threads.move_to_end(thread_id)
+                if rolling is not None:
+                    policy.apply_rolling(self, thread, rolling)
+                    space = thread.namespaces.get(namespace)  # pruning may have emptied it
+            if space is None:
+                space = thread.namespaces[namespace] = Namespace()
+                self.namespaces += 1
+            if new_blobs:
+                space.blobs.update(new_blobs)
+            space.records[checkpoint_id] = record
+            thread.nbytes += growth
+            self.nbytes += growth
+            if added_blobs:
+                thread.blobs += added_blobs
+                self.blobs += added_blobs
+            run_id = record.run_id
+            if replaced is None:
+                ids = space.ids
+                if not ids or checkpoint_id > ids[-1]:
+                    ids.append(checkpoint_id)
+                else:
+                    space.place_id(checkpoint_id)
+                thread.checkpoints += 1
+                self.checkpoints += 1
+                if run_id is not None:
+                    runs = thread.runs
+                    count = runs.get(run_id)
+                    if count is None:
+                        runs[run_id] = 1
+                        holders = self.runs.get(run_id)
+                        if holders is None:
+                            self.runs[run_id] = {thread_id}
+                        else:
+                            holders.add(thread_id)
+                    else:
+                        runs[run_id] = count + 1
+            elif replaced.run_id != run_id:
+                lineage.count_run(self, thread, replaced.run_id, -1)
+                lineage.count_run(self, thread, run_id, +1)
+            if revived:
+                self.tombstones.forget(thread_id)  # the thread lives again, from this checkpoint
+            if self.changed is not None:
+                self.changed.add(thread_id)
 
-    def put_writes(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_id: str,
-        writes: Sequence[WriteRecord],
-    ) -> None:
+    def put_writes(self, thread_id: str, namespace: str, checkpoint_id: str, writes: Sequence[WriteRecord]) -> None:
         """Store a task's pending writes under the checkpoint it ran from.
 
-        The checkpoint need not be stored yet. A regular write is kept once per
-        ``(task_id, idx)``; a special write (negative ``idx``) replaces.
+        The checkpoint need not be stored yet. In order, a regular write is
+        kept only if its ``(task_id, idx)`` is not stored yet; a special write
+        (negative ``idx``) replaces.
 
         Raises:
-            ValueError: An identifier is invalid.
+            ValueError: A new identifier is invalid, or a task path is not a string.
             CheckpointCapacityError: ``max_pending_write_bytes``,
                 ``max_namespaces_per_thread`` or ``max_total_bytes`` would be
                 exceeded.
             ThreadEvictedError: The checkpoint belonged to the thread before it
                 was evicted or expired.
 
-        Runtime complexity: O(len(writes)), plus O(1) per thread evicted.
+        Runtime complexity: O(len(writes)), plus O(namespaces + runs) per
+        thread evicted or expired when that happens (and its export, with a hook).
         """
         limits = self.limits
-        ids = self._ids
-        ids.location(thread_id, namespace)
-        ids.unique("checkpoint_id", checkpoint_id)
-        batch = 0
-        checked_task: object = _UNCHECKED
-        for write in writes:
-            if write.task_id is not checked_task:
-                checked_task = ids.unique("task_id", write.task_id)
-            ids.name("channel", write.channel)
-            if type(write.task_path) is not str:
-                raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
-            batch += write.nbytes
-        with self._operation():
-            now = self._expire()
+        max_length = limits.max_identifier_length
+        with self.lock:
+            now = self.clock()
+            if now >= self.next_expiry:
+                policy.expire(self, now, thread_id)
+            threads = self.threads
+            thread = threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            target = space
+            if target is None:
+                policy.admit_location(self, thread, thread_id, namespace)
+                target = EMPTY_NAMESPACE
+            if self.tombstones.records and thread_id in self.tombstones.records:
+                policy.refuse_continuation(self, thread_id, target, checkpoint_id, now)
+            stored = target.writes.get(checkpoint_id)
+            if stored is None:
+                stored = _NO_WRITES
+                if checkpoint_id not in target.records and (
+                    type(checkpoint_id) is not str
+                    or not 0 < len(checkpoint_id) <= max_length
+                    or not checkpoint_id.isprintable()
+                ):
+                    identifiers.refuse("checkpoint_id", checkpoint_id, limits)
+            accepted: dict[tuple[str, int], WriteRecord] = {}
+            batch = growth = 0
+            checked_task: object = _MISSING
+            for write in writes:
+                task_id, idx, channel, _, value_data, task_path = write
+                if task_id is not checked_task:
+                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
+                        identifiers.refuse("task_id", task_id, limits)
+                    checked_task = task_id
+                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
+                    identifiers.refuse("channel", channel, limits)
+                if type(task_path) is not str:
+                    raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                size = len(value_data) + len(task_path)
+                batch += size
+                key = (task_id, idx)
+                old = accepted.get(key) or stored.get(key)
+                if old is not None:
+                    if idx >= 0:
+                        continue  # a regular write is kept once
+                    growth -= len(old.value_data) + len(old.task_path)
+                accepted[key] = write
+                growth += size
             if batch > limits.max_pending_write_bytes:
-                self._reject("max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
-            if not writes:
+                policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
+            if not accepted:
+                if thread is not None:  # every write was already stored: still a use of the thread
+                    thread.last_used = now
+                    threads.move_to_end(thread_id)
                 return
-            thread = self._threads.get(thread_id)
-            space = self._namespace_for_write(thread, thread_id, namespace)
-            self._refuse_if_dropped(thread_id, space, checkpoint_id, now)
-            accepted, change = space.plan_writes(checkpoint_id, writes)
-            self._make_room(change.nbytes, adds_thread=thread is None, keep=(thread,) if thread else (), now=now)
-            thread = self._use(thread_id, now)
-            thread.put_writes(namespace, checkpoint_id, accepted, change)
-            self._usage.add(change)
+            if self.nbytes + growth > limits.max_total_bytes or (thread is None and len(threads) >= limits.max_threads):
+                policy.make_room(self, growth, (thread,) if thread is not None else (), thread_id, now, thread is None)
+            # --- every check passed: apply --------------------------------------------------------
+            if thread is None:
+                thread = self.new_thread(thread_id, now)
+            else:
+                thread.last_used = now
+                threads.move_to_end(thread_id)
+            if space is None:
+                space = thread.namespaces[namespace] = Namespace()
+                self.namespaces += 1
+            added = len(accepted)
+            if stored is _NO_WRITES:
+                space.writes[checkpoint_id] = accepted
+            else:
+                added -= sum(1 for key in accepted if key in stored)
+                stored.update(accepted)
+            thread.writes += added
+            self.writes += added
+            thread.nbytes += growth
+            self.nbytes += growth
+            if self.changed is not None:
+                self.changed.add(thread_id)
+
+    def new_thread(self, thread_id: str, now: float) -> Thread:
+        """Create a thread at the most recently used end. Runtime complexity: O(1)."""
+        thread = self.threads[thread_id] = Thread(thread_id, now, next(self.creation))
+        self.next_expiry = min(self.next_expiry, now + self.limits.idle_ttl_seconds)
+        return thread
+
+    # --- deletions, copies and moves -------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> bool:
-        """Remove a thread whole; return whether it existed.
+        """Remove a thread whole, and its tombstone; return whether it was stored.
 
-        Runtime complexity: O(1) bookkeeping plus freeing the thread's objects.
+        Runtime complexity: O(runs of the thread) plus freeing its objects; no
+        other thread is visited.
         """
-        self._ids.name("thread_id", thread_id)
-        with self._operation():
-            self._expire()
-            self._dropped.forget(thread_id)
-            thread = self._threads.get(thread_id)
+        with self.lock:
+            self.tombstones.forget(thread_id)
+            thread = self.threads.get(thread_id)
             if thread is None:
+                identifiers.check_identifier("thread_id", thread_id, self.limits)
                 return False
-            self._drop(thread)
+            self.unlink(thread)
             return True
 
     def delete_runs(self, run_ids: Iterable[str]) -> int:
-        """Remove the checkpoints created by these runs, with their writes.
+        """Remove the checkpoints created by these runs, with their writes (``lineage.delete_runs``).
 
-        An ancestor that a surviving checkpoint needs to rebuild a delta channel
-        is kept (see ``engine.ancestry.required_ancestors``). Blobs no surviving
-        checkpoint references are freed. Returns how many checkpoints went.
-
-        Runtime complexity: O(size of the threads holding those runs); other
-        threads are not visited.
+        Returns how many checkpoints went. Runtime complexity: O(size of the
+        threads holding those runs); no other thread is visited.
         """
-        runs = set(run_ids)
-        with self._operation():
-            self._expire()
-            thread_ids = sorted(set().union(*(self._runs.get(run, ()) for run in runs)))
-            removed = 0
-            for thread_id in thread_ids:
-                thread = self._threads[thread_id]
-                for name, space in list(thread.namespaces.items()):
-                    doomed = {cid for cid, r in space.checkpoints.items() if r.run_id in runs}
-                    if not doomed:
-                        continue
-                    survivors = [r for cid, r in space.checkpoints.items() if cid not in doomed]
-                    doomed -= ancestry.required_ancestors(space, survivors)
-                    removed += self._remove_checkpoints(thread, name, doomed)
-            return removed
+        with self.lock:
+            return lineage.delete_runs(self, set(run_ids))
 
     def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
-        """Keep only the latest checkpoint of each namespace, or delete the threads.
-
-        With ``keep_latest``, the latest checkpoint of each namespace is kept
-        with its writes and every ancestor it needs to rebuild a delta channel;
-        the rest goes, and so do blobs nothing kept references.
+        """Keep only what each namespace's latest checkpoint needs, or delete the threads (``lineage.prune``).
 
         Runtime complexity: O(size of the named threads).
         """
-        ids = [self._ids.name("thread_id", tid) for tid in thread_ids]
-        with self._operation():
-            self._expire()
-            for thread_id in ids:
-                thread = self._threads.get(thread_id)
-                if thread is None:
-                    continue
-                if not keep_latest:
-                    self._drop(thread)
-                    self._dropped.forget(thread_id)
-                    continue
-                for name, space in list(thread.namespaces.items()):
-                    latest = space.latest()
-                    if latest is None:
-                        continue
-                    keep = ancestry.required_ancestors(space, [latest])
-                    keep.add(latest.checkpoint_id)
-                    self._remove_checkpoints(thread, name, [c for c in space.checkpoints if c not in keep])
+        ids = [identifiers.check_identifier("thread_id", thread_id, self.limits) for thread_id in thread_ids]
+        with self.lock:
+            lineage.prune(self, ids, keep_latest=keep_latest)
 
     def copy_thread(self, source_id: str, target_id: str) -> None:
-        """Copy every namespace, checkpoint, write and blob of one thread into another.
+        """Copy every namespace, checkpoint, write and blob of one thread into another (``moves.copy_thread``).
 
-        Records already in the target stay unless the source has the same key,
-        which wins. A missing source copies nothing. The target's bytes are
-        counted in full even though it shares immutable payloads with the source,
-        so that evicting either frees what the accounting says.
-
-        Raises:
-            CheckpointCapacityError: The target would exceed a per-thread limit,
-                or there is no room for it without evicting the source.
-
-        Runtime complexity: O(size of both threads), plus O(1) per thread evicted.
+        Runtime complexity: O(size of both threads), plus O(namespaces + runs)
+        per thread evicted.
         """
-        self._ids.name("source thread_id", source_id)
-        self._ids.name("target thread_id", target_id)
-        with self._operation():
-            now = self._expire()
-            source = self._threads.get(source_id)
-            if source is None or source_id == target_id:
-                return
-            self._install(target_id, source.namespaces, now, keep=[source])
-            self._touch(source, now)
+        identifiers.check_identifier("source thread_id", source_id, self.limits)
+        identifiers.check_identifier("target thread_id", target_id, self.limits)
+        with self.lock:
+            moves.copy_thread(self, source_id, target_id)
 
     def export_thread(self, thread_id: str) -> ThreadExport | None:
         """Everything a thread holds, still serialized, or None if it is not stored.
@@ -429,20 +561,19 @@ class Store:
         The export shares the store's immutable records; it does not mark the
         thread as used. Runtime complexity: O(size of the thread).
         """
-        self._ids.name("thread_id", thread_id)
-        with self._operation():
-            self._expire()
-            thread = self._threads.get(thread_id)
-            return None if thread is None else self._export(thread)
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            if thread is None:
+                identifiers.check_identifier("thread_id", thread_id, self.limits)
+                return None
+            now = self.clock()
+            if now - thread.last_used >= self.limits.idle_ttl_seconds:
+                policy.expire(self, now, thread_id)
+                return None
+            return moves.export(thread)
 
     def import_thread(self, export: ThreadExport, thread_id: str | None = None, *, idle_seconds: float = 0.0) -> None:
-        """Store an export as a thread (its own id unless ``thread_id`` is given).
-
-        Merges into an existing thread as ``copy_thread`` does, the export's
-        records winning. Every identifier and payload is checked first, and the
-        limits hold as for any write. ``idle_seconds`` backdates its last use
-        (restoring a snapshot keeps threads' ages; the thread goes to the most
-        recently used end, so import oldest first).
+        """Store an export as a thread, its own id unless ``thread_id`` is given (``moves.import_thread``).
 
         Raises:
             ValueError: The export is malformed or holds an invalid identifier.
@@ -450,399 +581,124 @@ class Store:
 
         Runtime complexity: O(size of the export and of the existing thread).
         """
-        if not isinstance(export, ThreadExport):
-            raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
-        target_id = self._ids.name("thread_id", export.thread_id if thread_id is None else thread_id)
-        namespaces: dict[str, Namespace] = {}
-        largest = 0
-        for name, space in export.namespaces.items():
-            namespaces[name], size = checked_namespace(name, space, self._ids)
-            largest = max(largest, size)
-        with self._operation():
-            now = self._expire()
-            if largest > self.limits.max_checkpoint_bytes:
-                self._reject("max_checkpoint_bytes", self.limits.max_checkpoint_bytes, largest, target_id)
-            if namespaces:
-                self._install(target_id, namespaces, now, keep=[])
-                self._threads[target_id].last_used = now - max(0.0, idle_seconds)
-
-    def _install(self, target_id: str, namespaces: Mapping[str, Namespace], now: float, keep: list[Thread]) -> None:
-        """Merge namespaces into the thread ``target_id`` (created if absent), within the limits.
-
-        Builds the merged thread aside, decides feasibility, evicts what must go,
-        then swaps it in. ``keep`` are threads that must not be evicted for it.
-        """
-        limits = self.limits
-        target = self._threads.get(target_id)
-        merged = Thread(target_id, now=now, created=-1)
-        if target is not None:
-            merged.absorb(target)
-            keep = [*keep, target]
-        incoming = Thread(target_id, now=now, created=-1)
-        incoming.namespaces = dict(namespaces)
-        merged.absorb(incoming)
-        if len(merged.namespaces) > limits.max_namespaces_per_thread:
-            self._reject(
-                "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
-            )
-        if merged.usage.checkpoints > limits.max_checkpoints_per_thread:
-            self._reject(
-                "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.usage.checkpoints, target_id
-            )
-        kept_before = target.usage.nbytes if target is not None else 0
-        self._make_room(merged.usage.nbytes - kept_before, adds_thread=target is None, keep=keep, now=now)
-        if target is not None:
-            self._drop(target)
-        merged.created = target.created if target is not None else next(self._creation)
-        self._threads[target_id] = merged
-        self._mark_changed(target_id)
-        self._dropped.forget(target_id)
-        self._usage.add(merged.usage)
-        for run_id in merged.runs:
-            self._runs.setdefault(run_id, set()).add(target_id)
-        self._touch(merged, now)
+        moves.import_thread(self, export, thread_id, idle_seconds=idle_seconds)
 
     def snapshot(self) -> tuple[list[tuple[ThreadExport, float]], float]:
-        """Every thread's export with its idle seconds, least recently used first, and the clock.
+        """Every thread's export with its idle seconds, least recently used first, and the clock (``moves.snapshot``).
 
-        Only threads changed since the previous snapshot are exported under the
-        lock (the others' exports are reused: records are immutable), so a
-        periodic snapshot holds writers up for a copy of the changed threads,
-        not of the store. Runtime complexity: O(T + size of changed threads).
+        Runtime complexity: O(T + size of the threads changed since the last snapshot) under the lock.
         """
-        with self._operation():
-            now = self._expire()
-            cache = self._snapshot_cache
-            if cache is None:
-                cache = self._snapshot_cache = {}
-                self._changed.update(self._threads)
-            for thread_id in self._changed:
-                thread = self._threads.get(thread_id)
-                if thread is None:
-                    cache.pop(thread_id, None)
-                else:
-                    cache[thread_id] = self._export(thread)
-            self._changed.clear()
-            return [(cache[tid], now - thread.last_used) for tid, thread in self._threads.items()], now
+        with self.lock:
+            return moves.snapshot(self)
 
     def purge_expired(self) -> int:
-        """Remove every thread idle for ``idle_ttl_seconds``; return how many.
+        """Remove every thread idle for ``idle_ttl_seconds``; return how many (``policy.purge_expired``).
 
-        Runtime complexity: O(expired threads): they are at the front of the LRU order.
+        Runtime complexity: O(expired threads), taken in batches between which
+        other callers get the lock.
         """
-        with self._operation():
-            before = self._expired
-            self._expire()
-            return self._expired - before
+        return policy.purge_expired(self)
 
     def clear(self) -> None:
-        """Remove every thread (not counted as eviction). Runtime complexity: O(1) + freeing."""
-        with self._operation():
-            for thread_id in self._threads:
-                self._mark_changed(thread_id)
-            self._threads.clear()
-            self._runs.clear()
-            self._dropped.clear()
-            self._usage = Usage()
+        """Remove every thread and tombstone (not counted as eviction).
 
-    # --- observation ---------------------------------------------------------------------
+        Runtime complexity: O(1) bookkeeping plus freeing everything.
+        """
+        with self.lock:
+            self.threads = OrderedDict()
+            self.runs = {}
+            self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = 0
+            self.next_expiry = math.inf
+            self.tombstones.clear()
+            if self.exports is not None:
+                self.exports, self.changed = {}, set()  # the next snapshot holds no thread
+
+    # --- observation -------------------------------------------------------------------------------
 
     def stats(self) -> StoreStats:
-        """Counters of the store. Runtime complexity: O(1) (plus the rejection table)."""
-        with self._operation():
-            usage = self._usage
+        """Counters of the store. Runtime complexity: O(L) for L distinct limits that rejected something."""
+        with self.lock:
             return StoreStats(
-                threads=len(self._threads),
-                namespaces=usage.namespaces,
-                checkpoints=usage.checkpoints,
-                pending_writes=usage.writes,
-                blobs=usage.blobs,
-                total_bytes=usage.nbytes,
+                threads=len(self.threads),
+                namespaces=self.namespaces,
+                checkpoints=self.checkpoints,
+                pending_writes=self.writes,
+                blobs=self.blobs,
+                total_bytes=self.nbytes,
                 max_total_bytes=self.limits.max_total_bytes,
-                evicted_threads=self._evicted_for_threads + self._evicted_for_bytes,
-                evicted_for_threads=self._evicted_for_threads,
-                evicted_for_bytes=self._evicted_for_bytes,
-                expired_threads=self._expired,
-                pruned_checkpoints=self._pruned_checkpoints,
-                dropped_thread_records=len(self._dropped),
-                dropped_thread_record_bytes=self._dropped.nbytes,
-                drop_hook_errors=self._drop_hook_errors,
-                rejections=dict(self._rejections),
+                evicted_threads=self.evicted_for_threads + self.evicted_for_bytes,
+                evicted_for_threads=self.evicted_for_threads,
+                evicted_for_bytes=self.evicted_for_bytes,
+                expired_threads=self.expired,
+                pruned_checkpoints=self.pruned_checkpoints,
+                dropped_thread_records=len(self.tombstones),
+                dropped_thread_record_bytes=self.tombstones.nbytes,
+                drop_hook_errors=self.announcements.errors,
+                rejections=dict(self.rejections),
             )
 
     def thread_ids(self) -> list[str]:
-        """Thread ids from least to most recently used. Runtime complexity: O(T)."""
-        with self._operation():
-            return list(self._threads)
+        """Thread ids from least to most recently used (expired ones not yet removed included).
+
+        Runtime complexity: O(T).
+        """
+        with self.lock:
+            return list(self.threads)
+
+    def last_used(self, thread_id: str) -> float | None:
+        """The clock reading of the thread's last use, or None if it is not stored.
+
+        Does not mark the thread as used. Runtime complexity: O(1).
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            return None if thread is None else thread.last_used
+
+    def announce(self) -> None:
+        """Hand the threads dropped so far to ``on_drop``, in drop order (``Announcements.deliver``).
+
+        Call it after operations, outside the lock. Runtime complexity: the hook's, per thread.
+        """
+        self.announcements.deliver()
 
     def check(self) -> None:
-        """Assert every invariant of the store; raise ``AssertionError`` on the first broken one.
-
-        Checks that totals equal a recount at every level, that the LRU index
-        equals the thread map and is in idle order, that no thread or namespace
-        is empty, that the run index matches the records, that checkpoint and
-        write keys match their records, and that the limits hold.
+        """Assert every invariant of the store (``engine.check``); ``AssertionError`` names the first broken one.
 
         Runtime complexity: O(size of the store).
         """
-        with self._operation():
-            limits = self.limits
-            total = Usage()
-            runs: dict[str, set[str]] = {}
-            previous_use = float("-inf")
-            for thread_id, thread in self._threads.items():
-                _require(thread.thread_id == thread_id, f"LRU key {thread_id!r} holds thread {thread.thread_id!r}")
-                _require(thread.last_used >= previous_use, f"thread {thread_id!r} is out of LRU order")
-                previous_use = thread.last_used
-                _require(bool(thread.namespaces), f"thread {thread_id!r} is empty")
-                for name, space in thread.namespaces.items():
-                    _check_namespace(thread_id, name, space)
-                _require(thread.usage == thread.recount(), f"thread {thread_id!r} totals drift")
-                counted = Counter(
-                    r.run_id for s in thread.namespaces.values() for r in s.checkpoints.values() if r.run_id is not None
-                )
-                _require(thread.runs == counted, f"thread {thread_id!r} run counts drift")
-                for run_id in counted:
-                    runs.setdefault(run_id, set()).add(thread_id)
-                _require(
-                    len(thread.namespaces) <= limits.max_namespaces_per_thread,
-                    f"thread {thread_id!r} exceeds max_namespaces_per_thread",
-                )
-                _require(
-                    thread.usage.checkpoints <= limits.max_checkpoints_per_thread,
-                    f"thread {thread_id!r} exceeds max_checkpoints_per_thread",
-                )
-                total = total + thread.usage
-            _require(total == self._usage, f"store totals drift: kept {self._usage}, recounted {total}")
-            _require(runs == self._runs, "run index drifts from the records")
-            _require(len(self._threads) <= limits.max_threads, "max_threads exceeded")
-            _require(len(self._dropped) <= limits.max_dropped_thread_records, "too many dropped-thread records")
-            _require(self._dropped.nbytes == self._dropped.recount(), "dropped-thread record bytes drift")
-            _require(self._usage.nbytes <= limits.max_total_bytes, "max_total_bytes exceeded")
+        with self.lock:
+            check.check_store(self)
 
-    # --- internals -------------------------------------------------------------------------
+    # --- the one mutation every removal goes through ---------------------------------------------------
 
-    def _operation(self) -> AbstractContextManager[object]:
-        """Hold the lock for one operation, then hand the threads it dropped to ``on_drop``.
+    def unlink(self, thread: Thread) -> None:
+        """Take a whole thread out of the store and its totals and run index.
 
-        The hook runs after the lock is released, even when the operation
-        raised. Without a hook this is the bare lock.
+        Runtime complexity: O(runs of the thread); freeing its objects follows.
         """
-        return self.lock if self.on_drop is None else _Announcing(self)
-
-    def _announce(self, drops: list[tuple[DroppedThread, ThreadExport]]) -> None:
-        hook = self.on_drop
-        for record, export in drops:
-            try:
-                hook(record, export)  # type: ignore[misc]
-            except Exception:
-                logger.exception("on_drop hook failed for thread %r", record.thread_id)
-                with self.lock:
-                    self._drop_hook_errors += 1
-
-    def _find(self, thread_id: str, namespace: str) -> tuple[Thread | None, Namespace | None]:
-        thread = self._threads.get(thread_id)
-        if thread is None:
-            return None, None
-        return thread, thread.namespaces.get(namespace)
-
-    @staticmethod
-    def _matching_ids(space: Namespace, checkpoint_id: str | None, before: str | None) -> Iterable[str]:
-        if checkpoint_id is None:
-            return space.ids_newest_first(before)
-        if checkpoint_id in space.checkpoints and (before is None or checkpoint_id < before):
-            return (checkpoint_id,)
-        return ()
-
-    def _namespace_for_write(self, thread: Thread | None, thread_id: str, namespace: str) -> Namespace:
-        """The namespace a write goes to, or an empty stand-in if it must be created.
-
-        Rejects the write if creating it would exceed ``max_namespaces_per_thread``.
-        """
-        if thread is not None and (space := thread.namespaces.get(namespace)) is not None:
-            return space
-        count = (len(thread.namespaces) if thread is not None else 0) + 1
-        if count > self.limits.max_namespaces_per_thread:
-            self._reject("max_namespaces_per_thread", self.limits.max_namespaces_per_thread, count, thread_id)
-        return EMPTY_NAMESPACE
-
-    def _make_room(self, growth: int, *, adds_thread: bool, keep: Sequence[Thread], now: float) -> None:
-        """Evict least-recently-used threads, never those in ``keep``, so that the
-        store can grow by ``growth`` bytes (and one thread if ``adds_thread``).
-
-        Decides feasibility first and rejects without evicting anyone.
-        """
-        if self._overflow(growth, adds_thread) is None:
-            return  # fits as it is (and so do the threads kept)
-        limits = self.limits
-        kept_bytes = sum(thread.usage.nbytes for thread in keep) + growth
-        if kept_bytes > limits.max_total_bytes:
-            thread_id = keep[0].thread_id if keep else None
-            self._reject("max_total_bytes", limits.max_total_bytes, kept_bytes, thread_id)
-        if adds_thread and len(keep) + 1 > limits.max_threads:
-            self._reject("max_threads", limits.max_threads, len(keep) + 1, keep[0].thread_id)
-        threads = self._threads
-        for thread in keep:
-            threads.move_to_end(thread.thread_id)
-        while (limit := self._overflow(growth, adds_thread)) is not None:
-            self._remove_for(next(iter(threads.values())), limit, getattr(limits, limit), now)
-            if limit == "max_threads":
-                self._evicted_for_threads += 1
-            else:
-                self._evicted_for_bytes += 1
-
-    def _overflow(self, growth: int, adds_thread: bool) -> str | None:
-        """The limit the store would exceed by growing so (thread count first), or None."""
-        if adds_thread and len(self._threads) + 1 > self.limits.max_threads:
-            return "max_threads"
-        if self._usage.nbytes + growth > self.limits.max_total_bytes:
-            return "max_total_bytes"
-        return None
-
-    def _mark_changed(self, thread_id: str) -> None:
-        """Note a changed thread for the next ``snapshot`` (only once snapshots are taken)."""
-        if self._snapshot_cache is not None:
-            self._changed.add(thread_id)
-
-    def _use(self, thread_id: str, now: float) -> Thread:
-        """The thread a write goes to, created if absent, marked most recently used."""
-        self._mark_changed(thread_id)
-        thread = self._threads.get(thread_id)
-        if thread is None:
-            thread = self._threads[thread_id] = Thread(thread_id, now=now, created=next(self._creation))
-        else:
-            self._touch(thread, now)
-        return thread
-
-    def _touch(self, thread: Thread | None, now: float) -> None:
-        if thread is None:
-            return
-        if now > thread.last_used:
-            thread.last_used = now
-        self._threads.move_to_end(thread.thread_id)
-
-    def _expire(self) -> float:
-        now = self.clock()
-        ttl = self.limits.idle_ttl_seconds
-        threads = self._threads
-        while threads:
-            oldest = next(iter(threads.values()))
-            if now - oldest.last_used < ttl:
-                break
-            self._remove_for(oldest, "idle_ttl_seconds", ttl, now)
-            self._expired += 1
-        return now
-
-    def _remove_for(self, thread: Thread, limit: str, limit_value: float, now: float) -> None:
-        """Evict or expire a thread whole, remembering it so late writes fail loudly."""
-        newest = max((s.latest().checkpoint_id for s in thread.namespaces.values() if s.checkpoints), default=None)
-        record = DroppedThread(thread.thread_id, limit, limit_value, now, newest)
-        self._dropped.remember(record)
-        if self.on_drop is not None and self._drops_to_announce is not None:
-            self._drops_to_announce.append((record, self._export(thread)))
-        self._drop(thread)
-
-    @staticmethod
-    def _export(thread: Thread) -> ThreadExport:
-        return ThreadExport(
-            thread.thread_id, {name: NamespaceExport.of(space) for name, space in thread.namespaces.items()}
-        )
-
-    def _refuse_if_dropped(self, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
-        """Refuse a write that continues a checkpoint of a thread since evicted or expired."""
-        record = self._dropped.get(thread_id)
-        if record is None or not record.continued_by(continues) or continues in space.checkpoints:
-            return
-        self._rejections[record.limit] += 1
-        raise ThreadEvictedError(
-            record.limit,
-            record.limit_value,
-            thread_id=thread_id,
-            checkpoint_id=continues or "",
-            seconds_ago=now - record.dropped_at,
-        )
-
-    def _drop(self, thread: Thread) -> None:
-        self._mark_changed(thread.thread_id)
-        del self._threads[thread.thread_id]
-        self._usage.subtract(thread.usage)
+        thread_id = thread.thread_id
+        del self.threads[thread_id]
+        self.nbytes -= thread.nbytes
+        self.checkpoints -= thread.checkpoints
+        self.writes -= thread.writes
+        self.blobs -= thread.blobs
+        self.namespaces -= len(thread.namespaces)
         for run_id in thread.runs:
-            self._unindex_run(run_id, thread.thread_id)
-
-    def _remove_checkpoints(
-        self, thread: Thread, namespace: str, removal: Iterable[str] | Removal, *, drop_if_empty: bool = True
-    ) -> int:
-        """Remove checkpoints (ids, or a planned ``Removal``) from a namespace of a thread.
-
-        A thread left empty is dropped, unless the caller is about to write to it.
-        """
-        self._mark_changed(thread.thread_id)
-        if not isinstance(removal, Removal):
-            removal = thread.namespaces[namespace].plan_removal(removal)
-        removed = thread.remove(namespace, removal)
-        self._usage.subtract(removal.freed)
-        for record in removed:
-            self._count_run(thread, record, -1)
-        if drop_if_empty and not thread.namespaces:
-            self._drop(thread)
-        return len(removed)
-
-    def _count_run(self, thread: Thread, record: CheckpointRecord | None, delta: int) -> None:
-        run_id = thread.count_run(record, delta)
-        if run_id is None:
-            return
-        if run_id in thread.runs:
-            self._runs.setdefault(run_id, set()).add(thread.thread_id)
-        else:
-            self._unindex_run(run_id, thread.thread_id)
-
-    def _unindex_run(self, run_id: str, thread_id: str) -> None:
-        holders = self._runs.get(run_id)
-        if holders is not None:
-            holders.discard(thread_id)
-            if not holders:
-                del self._runs[run_id]
-
-    def _reject(self, limit: str, limit_value: float, needed: float, thread_id: str | None) -> None:
-        self._rejections[limit] += 1
-        raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
+            lineage.unindex_run(self, run_id, thread_id)
+        if self.changed is not None:
+            self.changed.add(thread_id)
 
 
-class _Announcing:
-    """The store's lock, plus announcing the threads dropped meanwhile once it is released."""
-
-    __slots__ = ("outermost", "store")
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.outermost = False
-
-    def __enter__(self) -> None:
-        store = self.store
-        store.lock.acquire()
-        self.outermost = store._drops_to_announce is None
-        if self.outermost:
-            store._drops_to_announce = []
-
-    def __exit__(self, *exc_info: object) -> None:
-        store = self.store
-        drops = None
-        if self.outermost:
-            drops, store._drops_to_announce = store._drops_to_announce, None
-        store.lock.release()
-        if drops:
-            store._announce(drops)
+_NO_WRITES: dict[tuple[str, int], WriteRecord] = {}
 
 
-def _check_namespace(thread_id: str, name: str, space: Namespace) -> None:
-    where = f"thread {thread_id!r} namespace {name!r}"
-    _require(not space.is_empty(), f"{where} is empty")
-    try:
-        space.check()
-    except AssertionError as error:
-        raise AssertionError(f"{where}: {error}") from None
+def _creation_order(thread: Thread) -> int:
+    return thread.created
 
 
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise AssertionError(message)
+def _matching_ids(space: Namespace, checkpoint_id: str | None, before: str | None) -> Iterable[str]:
+    if checkpoint_id is None:
+        return space.newest_first(before)
+    if checkpoint_id in space.records and (before is None or checkpoint_id < before):
+        return (checkpoint_id,)
+    return ()

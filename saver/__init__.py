@@ -10,6 +10,7 @@ graph = builder.compile(checkpointer=checkpointer)
 
 from engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
 from saver.config import InMemoryCheckpointConfig
+from saver.payload_tags import PayloadTagError
 from saver.saver import BoundedInMemorySaver, InMemorySaver
 from saver.snapshot import LoadReport, SnapshotError
 from saver.transfer import copy_threads
@@ -21,6 +22,7 @@ __all__ = [
     "InMemoryCheckpointConfig",
     "InMemorySaver",
     "LoadReport",
+    "PayloadTagError",
     "SnapshotError",
     "StoreStats",
     "ThreadEvictedError",

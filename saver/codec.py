@@ -23,14 +23,13 @@ from langgraph.checkpoint.base import (
 )
 
 from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
-from engine.records import tuple_builder
+from engine.records import make_write_record
 from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
 
 _NO_DELTA_CHANNELS: frozenset[str] = frozenset()
-_new_write = tuple_builder(WriteRecord)
 
 
 def encode_checkpoint(
@@ -105,7 +104,7 @@ def encode_writes(
         except TypeError as error:
             raise _unserializable(f"write {idx} to channel {channel!r}", value, error) from error
         position = WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx
-        records.append(_new_write((task_id, position, channel, tag, data, task_path)))
+        records.append(make_write_record((task_id, position, channel, tag, data, task_path)))
     return records
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine import KIB, DroppedThread, StoreLimits, ThreadExport
+from saver.snapshot import SnapshotKey, signing_key
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,19 @@ class InMemoryCheckpointConfig(StoreLimits):
 
     With ``autosave_path`` the saver snapshots itself there every
     ``autosave_interval_seconds`` and on ``close()`` (see ``saver.snapshot``).
+
+    With ``snapshot_key`` (bytes, or text used as its UTF-8 bytes) every
+    snapshot is signed with HMAC-SHA256 and ``load`` refuses a file whose
+    signature does not match, an unsigned file (unless ``allow_unsigned=True``)
+    and, without a key, a signed file. The key is left out of ``repr`` and of
+    every error message.
     """
 
     async_offload_bytes: int = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
     on_evict: Callable[[DroppedThread, ThreadExport], object] | None = None  # called for each evicted/expired thread
     autosave_path: str | None = None  # file to snapshot the store to periodically (None: no autosave)
     autosave_interval_seconds: float = 60.0  # seconds between autosaves
+    snapshot_key: SnapshotKey | None = field(default=None, repr=False)  # signs snapshots; a secret, never shown
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -53,3 +61,4 @@ class InMemoryCheckpointConfig(StoreLimits):
             raise ValueError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
         if self.autosave_path is not None and not isinstance(self.autosave_path, (str, os.PathLike)):
             raise ValueError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
+        signing_key(self.snapshot_key)  # raises a ValueError naming snapshot_key, never quoting it

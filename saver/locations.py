@@ -8,12 +8,11 @@ with ``str()``: LangGraph accepts ``str``, ``int`` and ``UUID`` thread ids, and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
-
-from engine.records import tuple_builder
 
 
 class Location(NamedTuple):
@@ -29,7 +28,7 @@ class Location(NamedTuple):
 
 
 _PLAIN_IDS = (str, type(None))
-_new_location = tuple_builder(Location)
+_new_location = partial(tuple.__new__, Location)  # in C: the NamedTuple constructor is a Python call
 
 
 def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:

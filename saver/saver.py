@@ -36,7 +36,7 @@ from engine import (
     StoreStats,
     ThreadExport,
 )
-from saver import codec, snapshot
+from saver import announcing, codec, payload_tags, snapshot
 from saver.autosave import Autosaver
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
@@ -51,7 +51,7 @@ from saver.locations import (
 from saver.offload import rough_size
 from saver.snapshot import LoadReport
 
-PRUNE_STRATEGIES = ("keep_latest", "delete")
+PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the Agent Server's name for "delete"
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
 
 
@@ -138,13 +138,15 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Write the whole store (LRU order and idle ages included) to one file, atomically.
 
         The store's lock is held only to copy the threads changed since the
-        previous save; serializing and writing happen outside it. Returns how
+        previous save; serializing and writing happen outside it. With
+        ``config.snapshot_key`` the file is signed (HMAC-SHA256). Returns how
         many threads were saved.
 
         Runtime complexity: O(T + size of changed threads) under the lock, O(size) in all.
         """
         threads, _ = self.store.snapshot()
-        snapshot.write_atomically(path, snapshot.encode(threads))
+        key = snapshot.signing_key(self.config.snapshot_key)
+        snapshot.write_atomically(path, snapshot.encode(threads, key=key))
         return len(threads)
 
     @classmethod
@@ -155,24 +157,41 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         config: InMemoryCheckpointConfig | None = None,
         serde: SerializerProtocol | None = None,
         clock: Callable[[], float] = time.monotonic,
+        allow_unsigned: bool = False,
     ) -> BoundedInMemorySaver:
         """A saver restored from a ``save`` file, under the limits of ``config``.
+
+        The file is verified whole before anything is restored: its checksum;
+        its signature, with ``config.snapshot_key`` (a signed file needs the
+        key; with a key, an unsigned file is refused unless ``allow_unsigned``);
+        and every payload's type tag (a ``"pickle"`` payload is refused unless
+        the serializer has ``pickle_fallback=True``).
 
         Threads are restored least recently used first with their idle ages (the
         wall-clock time since the save included): one idle past
         ``idle_ttl_seconds`` is not restored, one that does not fit the
         limits is evicted (LRU) or rejected, as a write would be. What happened
-        to each thread is in ``saver.load_report``. The file is read and verified
-        whole before anything is restored.
+        to each thread is in ``saver.load_report``.
 
         Raises:
-            SnapshotError: The file is foreign, truncated, corrupted or of an unknown version.
+            SnapshotError: The file is foreign, truncated, corrupted or of an
+                unknown version; its signature does not match; it is signed and
+                no key is set, or unsigned and a key is set (without
+                ``allow_unsigned``); or a payload's tag is refused. Nothing is loaded.
+            ValueError: ``allow_unsigned`` is not a bool.
 
         Runtime complexity: O(size of the file).
         """
-        parsed = snapshot.read(path)
+        if not isinstance(allow_unsigned, bool):
+            raise ValueError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
         config = config if config is not None else InMemoryCheckpointConfig()
+        parsed = snapshot.read(path, snapshot.signing_key(config.snapshot_key), allow_unsigned=allow_unsigned)
         saver = cls(config=replace(config, autosave_path=None), serde=serde, clock=clock)
+        for export, _ in parsed.threads:  # every thread, restorable or not, before any is restored
+            try:
+                payload_tags.check_export(export, saver.serde)
+            except payload_tags.PayloadTagError as error:
+                raise snapshot.SnapshotError(f"snapshot refused, nothing loaded: {error}") from error
         report = LoadReport()
         since_save = max(0.0, time.time() - parsed.saved_at)  # wall time: monotonic clocks end with the process
         for export, idle_at_save in parsed.threads:
@@ -203,19 +222,27 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     def stats(self) -> StoreStats:
         """Counters of what is stored and what the limits did.
 
-        Runtime complexity: O(1).
+        Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """
         return self.store.stats()
 
     def purge_expired(self) -> int:
         """Remove every thread idle for ``idle_ttl_seconds``; return how many.
 
+        Operations remove idle threads on their own (the one they touch, and a
+        few of the oldest); this removes all of them, in batches between which
+        other callers get the lock.
+
         Runtime complexity: O(expired threads).
         """
-        return self.store.purge_expired()
+        try:
+            return self.store.purge_expired()
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def clear(self) -> None:
-        """Remove every thread. Runtime complexity: O(1) plus freeing them."""
+        """Remove every thread (not announced to ``on_evict``). Runtime complexity: O(1) plus freeing them."""
         self.store.clear()
 
     def export_thread(self, thread_id: str) -> ThreadExport | None:
@@ -224,23 +251,36 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(size of the thread).
         """
-        return self.store.export_thread(normalize_id("thread_id", thread_id))
+        try:
+            return self.store.export_thread(normalize_id("thread_id", thread_id))
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def import_thread(self, export: ThreadExport, thread_id: str | None = None) -> None:
         """Store an export made by ``export_thread`` (or given to ``on_evict``).
 
         Checkpoint ids, parent links, metadata, writes and channel values are kept,
         so a graph resumes on it as before. Payloads must have been written with
-        a compatible serializer. Merges into an existing thread, the export winning.
+        a compatible serializer; a ``"pickle"`` payload is refused unless this
+        saver's serializer has ``pickle_fallback=True``. Merges into an existing
+        thread, the export winning.
 
         Raises:
+            PayloadTagError: A payload's tag is refused (a ``ValueError`` naming
+                the thread, the payload and the tag); nothing changed.
             ValueError: Malformed export or invalid identifier.
             CheckpointCapacityError: It does not fit the limits; nothing changed.
 
         Runtime complexity: O(size of the export).
         """
         target = None if thread_id is None else normalize_id("thread_id", thread_id)
-        self.store.import_thread(export, target)
+        payload_tags.check_export(export, self.serde)
+        try:
+            self.store.import_thread(export, target)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def check(self) -> None:
         """Assert the engine's invariants (for tests and post-mortems).
@@ -256,7 +296,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(1) to find it plus deserializing it.
         """
-        view = self._get_view(config)
+        store = self.store
+        location = locate(config)
+        try:
+            view = store.get(location.thread_id, location.namespace, location.checkpoint_id)
+        finally:
+            if store.announcements.queue:
+                announcing.deliver(store.announcements)
         return None if view is None else codec.decode_view(self.serde, view)
 
     def list(
@@ -270,16 +316,22 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Checkpoints matching the criteria, newest first within each namespace.
 
         ``config=None`` lists every thread. A config without ``checkpoint_ns``
-        lists every namespace of its thread. The matches are fixed when
-        iteration starts and read 32 at a time; a checkpoint deleted while the
-        caller iterates is skipped unless its batch was already read, and every
-        tuple yielded is whole.
+        lists every namespace of its thread. The candidates are fixed when
+        iteration starts; with ``filter``, their metadata is matched outside the
+        store's lock, and matches are read ``LIST_BATCH`` at a time under one
+        hold of it. A checkpoint deleted while the caller iterates is skipped
+        unless its batch was already read, and every tuple yielded is whole.
+
+        Raises:
+            ValueError: ``filter`` is not a mapping, or an identifier is invalid.
 
         Runtime complexity: O(log n + k) for k results without ``filter``; with
         ``filter``, every candidate's metadata is deserialized.
         """
         for view, metadata in self._listed(config, filter, before, limit):
             yield codec.decode_view(self.serde, view, metadata)
+        if self.store.announcements.queue:
+            announcing.deliver(self.store.announcements)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -293,7 +345,12 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """
         if not channels:
             return {}
-        return codec.decode_histories(self.serde, self._delta_histories(config, channels))
+        try:
+            histories = self._delta_histories(config, channels)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
+        return codec.decode_histories(self.serde, histories)
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -312,14 +369,14 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(channels) plus serializing the new values (a new
         checkpoint's uuid6 id sorts last; an older id costs one O(n) memory
-        move); O(1) more per thread evicted.
+        move); plus, when it happens, the eviction or expiry of other threads
+        (``engine.Store.put_checkpoint``).
         """
-        location = locate(config)
-        record, blobs = codec.encode_checkpoint(
-            self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
-        )
-        self.store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
-        return location.to_config(record.checkpoint_id)
+        try:
+            return self._put(config, checkpoint, metadata, new_versions)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def put_writes(
         self,
@@ -336,16 +393,16 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(len(writes)) plus serializing them.
         """
-        location = locate(config)
-        if location.checkpoint_id is None:
-            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
-        records = codec.encode_writes(self.serde, writes, task_id, task_path)
-        self.store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
+        try:
+            self._put_writes(config, writes, task_id, task_path)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
 
-        Runtime complexity: O(1) bookkeeping plus freeing the thread; no other
+        Runtime complexity: O(runs of the thread) plus freeing it; no other
         thread is visited.
         """
         self.store.delete_thread(normalize_id("thread_id", thread_id))
@@ -371,16 +428,21 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(size of both threads).
         """
-        self.store.copy_thread(
-            normalize_id("source_thread_id", source_thread_id),
-            normalize_id("target_thread_id", target_thread_id),
-        )
+        source = normalize_id("source_thread_id", source_thread_id)
+        target = normalize_id("target_thread_id", target_thread_id)
+        try:
+            self.store.copy_thread(source, target)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` per namespace, or ``"delete"`` them.
 
-        ``keep_latest`` also keeps the ancestors (and their writes) that the
-        latest checkpoint needs to rebuild its ``DeltaChannel`` values.
+        ``"delete_all"`` (the LangGraph Agent Server's name) is ``"delete"``;
+        an empty list of threads does nothing. ``keep_latest`` also keeps the
+        ancestors (and their writes) that the latest checkpoint needs to rebuild
+        its ``DeltaChannel`` values.
 
         Raises:
             ValueError: Unknown strategy.
@@ -409,10 +471,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     # Engine work is short and bounded, so it runs on the event loop. Serializing
     # or deserializing a large payload does not: above `async_offload_bytes` it
     # moves to a worker thread (see saver.offload for why and how it is measured).
+    # Dropped threads are announced without blocking the loop (saver.announcing).
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
-        view = self._get_view(config)
+        store = self.store
+        location = locate(config)
+        try:
+            view = store.get(location.thread_id, location.namespace, location.checkpoint_id)
+        finally:
+            if store.announcements.queue:
+                await announcing.deliver_async(store.announcements)
         return None if view is None else await self._decode(view)
 
     async def alist(
@@ -426,6 +495,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Async ``list``; deserializes large checkpoints in a worker thread."""
         for view, metadata in self._listed(config, filter, before, limit):
             yield await self._decode(view, metadata)
+        if self.store.announcements.queue:
+            await announcing.deliver_async(self.store.announcements)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -433,7 +504,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        histories = self._delta_histories(config, channels)
+        try:
+            histories = self._delta_histories(config, channels)
+        finally:
+            if self.store.announcements.queue:
+                await announcing.deliver_async(self.store.announcements)
         if codec.history_bytes(histories) > self.config.async_offload_bytes:
             return await asyncio.to_thread(codec.decode_histories, self.serde, histories)
         return codec.decode_histories(self.serde, histories)
@@ -447,12 +522,16 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> RunnableConfig:
         """Async ``put``; serializes large new values in a worker thread."""
         values = checkpoint.get("channel_values", {})
-        if (
-            rough_size(values[channel] for channel in new_versions if channel in values)
-            > self.config.async_offload_bytes
-        ):
-            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-        return self.put(config, checkpoint, metadata, new_versions)
+        try:
+            if (
+                rough_size(values[channel] for channel in new_versions if channel in values)
+                > self.config.async_offload_bytes
+            ):
+                return await asyncio.to_thread(self._put, config, checkpoint, metadata, new_versions)
+            return self._put(config, checkpoint, metadata, new_versions)
+        finally:
+            if self.store.announcements.queue:
+                await announcing.deliver_async(self.store.announcements)
 
     async def aput_writes(
         self,
@@ -463,9 +542,14 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> None:
         """Async ``put_writes``; serializes large writes in a worker thread."""
         pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
-        if rough_size(pairs) > self.config.async_offload_bytes:
-            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-        return self.put_writes(config, writes, task_id, task_path)
+        try:
+            if rough_size(pairs) > self.config.async_offload_bytes:
+                await asyncio.to_thread(self._put_writes, config, writes, task_id, task_path)
+            else:
+                self._put_writes(config, writes, task_id, task_path)
+        finally:
+            if self.store.announcements.queue:
+                await announcing.deliver_async(self.store.announcements)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
@@ -477,7 +561,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``, in a worker thread: it copies a whole thread."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        source = normalize_id("source_thread_id", source_thread_id)
+        target = normalize_id("target_thread_id", target_thread_id)
+        try:
+            await asyncio.to_thread(self.store.copy_thread, source, target)
+        finally:
+            if self.store.announcements.queue:
+                await announcing.deliver_async(self.store.announcements)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``, in a worker thread: it walks whole threads."""
@@ -485,13 +575,40 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     # --- internals ----------------------------------------------------------------------------------
 
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` without announcing what it dropped (the caller announces, sync or async)."""
+        location = locate(config)
+        record, blobs = codec.encode_checkpoint(
+            self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
+        )
+        self.store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
+        return {
+            "configurable": {
+                "thread_id": location.thread_id,
+                "checkpoint_ns": location.namespace,
+                "checkpoint_id": record.checkpoint_id,
+            }
+        }
+
+    def _put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> None:
+        """``put_writes`` without announcing what it dropped (the caller announces, sync or async)."""
+        location = locate(config)
+        if location.checkpoint_id is None:
+            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        records = codec.encode_writes(self.serde, writes, task_id, task_path)
+        self.store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
+
     def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
         location = locate(config)
         return self.store.delta_history(location.thread_id, location.namespace, location.checkpoint_id, list(channels))
-
-    def _get_view(self, config: RunnableConfig) -> CheckpointView | None:
-        location = locate(config)
-        return self.store.get(location.thread_id, location.namespace, location.checkpoint_id)
 
     def _list_refs(
         self, config: RunnableConfig | None, *, before: RunnableConfig | None, limit: int | None
@@ -517,28 +634,37 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> Iterator[tuple[CheckpointView, CheckpointMetadata | None]]:
         """The views ``list`` and ``alist`` yield, lazily: matched against ``filter``, at most ``limit``.
 
-        Listed checkpoints are read ``LIST_BATCH`` at a time, each batch under
+        Candidates are matched against ``filter`` one by one outside the lock
+        (their metadata is deserialized); the matches, or the candidates when
+        there is no filter, are read ``LIST_BATCH`` at a time, each batch under
         one hold of the store's lock.
         """
+        if filter is not None and not isinstance(filter, Mapping):
+            raise ValueError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
         refs = iter(self._list_refs(config, before=before, limit=None if filter else limit))
         remaining = math.inf if limit is None else limit
-        while remaining > 0 and (batch := list(itertools.islice(refs, min(LIST_BATCH, remaining)))):
-            matched = [(ref, None) for ref in batch] if not filter else self._matching(batch, filter)
-            for (_, metadata), view in zip(matched, self.store.views(ref for ref, _ in matched), strict=True):
+        while remaining > 0:
+            if filter:
+                batch = list(itertools.islice(self._matching(refs, filter), min(LIST_BATCH, remaining)))
+            else:
+                batch = [(ref, None) for ref in itertools.islice(refs, min(LIST_BATCH, remaining))]
+            if not batch:
+                return
+            for (_, metadata), view in zip(batch, self.store.views(ref for ref, _ in batch), strict=True):
                 if view is not None and remaining > 0:
                     remaining -= 1
                     yield view, metadata
 
     def _matching(
-        self, refs: Sequence[CheckpointRef], filter: dict[str, Any]
-    ) -> list[tuple[CheckpointRef, CheckpointMetadata]]:
-        """The listed checkpoints whose metadata matches ``filter``, with that metadata."""
-        matched = []
+        self, refs: Iterator[CheckpointRef], filter: Mapping[str, Any]
+    ) -> Iterator[tuple[CheckpointRef, CheckpointMetadata]]:
+        """The listed checkpoints whose metadata matches ``filter``, with that metadata, lazily."""
+        loads = self.serde.loads_typed
         for ref in refs:
-            metadata = self.serde.loads_typed(ref.record.metadata)
+            record = ref.record
+            metadata = loads((record.metadata_type, record.metadata_data))
             if all(value == metadata.get(key) for key, value in filter.items()):
-                matched.append((ref, metadata))
-        return matched
+                yield ref, metadata
 
     async def _decode(self, view: CheckpointView, metadata: CheckpointMetadata | None = None) -> CheckpointTuple:
         if view.nbytes > self.config.async_offload_bytes:

@@ -1,25 +1,50 @@
 """Snapshots of a whole store in one file, for development servers that restart often.
 
-File layout (version 1)::
+File layout (version 2, written by this build)::
 
-    b"LGCBSNAP"  8 bytes   magic: a file of this format
-    0x01         1 byte    format version
-    digest       32 bytes  SHA-256 of the body
-    body         ...       ormsgpack: {"saved_at": unix seconds, "threads": [thread, ...]}
+    offset  size  field
+    0       8     b"LGCBSNAP"  magic: a file of this format
+    8       1     0x02         format version
+    9       1     flags        bit 0: signed; every other bit must be 0
+    10      32    digest       SHA-256 of the body
+    42      32    signature    signed: HMAC-SHA256, keyed with ``snapshot_key``, of every
+                               byte of the file except these 32 (bytes 0-41, then the body);
+                               unsigned: 32 zero bytes
+    74      ...   body         ormsgpack: {"saved_at": unix seconds, "threads": [thread, ...]}
+
+Version 1 (written until format 2 existed, still read) is unsigned and has
+no flags or signature field: magic, ``0x01``, the digest, then the same body.
+
+The header has one fixed layout, signed or not, so that a reader finds every
+field at the same offset and can say what a file is before trusting it. The
+signature covers the header too: flipping the flags, the version or the digest
+of a signed file breaks it. An unsigned file must carry an all-zero signature
+field, so that clearing the signed flag of a signed file is seen as damage,
+not taken for an unsigned file.
 
 Threads are listed least recently used first, each with its idle seconds, so
 that a restore keeps LRU order and TTL ages. Payloads stay serialized: a
-snapshot is restored with the serializer that wrote it.
+snapshot is restored with the serializer that wrote it, and nothing here ever
+deserializes a payload. The body is unpacked without an extension hook, so
+the file's own structure cannot name a Python callable.
+
+The checksum only detects accidents: anyone who can write the file can
+recompute it. The signature detects changes by anyone who does not hold the
+key. ``decode`` enforces the rules of ``BoundedInMemorySaver.load``: a signed
+file is verified (in constant time) before its body is parsed; a signed file
+without a key, and an unsigned file when a key is set (unless
+``allow_unsigned``), are refused.
 
 A file is written to a temporary name in the same folder, flushed, fsynced and
 renamed over the target, so a reader sees the old file or the new one, never
-part of one. A truncated, corrupted or foreign file raises ``SnapshotError``
-before anything is loaded.
+part of one. A truncated, corrupted, foreign, tampered or wrongly signed file
+raises ``SnapshotError`` before anything is loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import tempfile
 import time
@@ -32,12 +57,70 @@ import ormsgpack
 from engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
 MAGIC = b"LGCBSNAP"
-FORMAT_VERSION = 1
-_HEADER = len(MAGIC) + 1 + 32
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+FLAG_SIGNED = 0x01
+
+_DIGEST_SIZE = 32  # SHA-256 and HMAC-SHA256 alike
+_VERSION_AT = len(MAGIC)
+_FLAGS_AT = _VERSION_AT + 1
+_DIGEST_AT = _FLAGS_AT + 1
+_SIGNATURE_AT = _DIGEST_AT + _DIGEST_SIZE
+_BODY_AT = _SIGNATURE_AT + _DIGEST_SIZE  # 74: the header of format 2
+_VERSION_1_BODY_AT = _VERSION_AT + 1 + _DIGEST_SIZE  # 41: magic, version, digest
+_UNSIGNED = bytes(_DIGEST_SIZE)
+
+SnapshotKey = bytes | str
+"""A ``snapshot_key`` as configured: bytes, or text used as its UTF-8 bytes."""
 
 
 class SnapshotError(ValueError):
-    """The file is not a readable snapshot: foreign, truncated, corrupted or of an unknown version."""
+    """The file is not a snapshot this saver may load: foreign, truncated, corrupted, of an unknown
+    version, wrongly signed or unsigned where a signature is required, or holding refused payloads."""
+
+
+def signing_key(key: object) -> bytes | None:
+    """The HMAC key bytes of a ``snapshot_key`` setting (None: no key).
+
+    Text is encoded as UTF-8, so a key set from an environment variable works.
+    The error never repeats the key.
+
+    Raises:
+        ValueError: Naming ``snapshot_key``: not bytes or str, empty, or text that is not valid Unicode.
+
+    Runtime complexity: O(length of the key).
+    """
+    if key is None:
+        return None
+    if isinstance(key, str):
+        try:
+            key = key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("snapshot_key must be valid Unicode text (it is encoded as UTF-8)") from None
+    elif not isinstance(key, bytes):
+        raise ValueError(f"snapshot_key must be bytes or str, got {type(key).__name__}")
+    if not key:
+        raise ValueError("snapshot_key must not be empty")
+    return key
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a snapshot file says about itself, read before anything in it is trusted.
+
+    Attributes:
+        version: Format version (1 or 2).
+        signed: Whether the file carries an HMAC-SHA256 signature.
+        digest: The SHA-256 checksum of the body, as stored.
+        signature: The stored signature (32 zero bytes when unsigned, empty in version 1).
+        body_at: Offset of the body.
+    """
+
+    version: int
+    signed: bool
+    digest: bytes
+    signature: bytes
+    body_at: int
 
 
 @dataclass(frozen=True)
@@ -72,15 +155,27 @@ class LoadReport:
 # --- encoding ----------------------------------------------------------------------------------
 
 
-def encode(threads: list[tuple[ThreadExport, float]], saved_at: float | None = None) -> bytes:
-    """The bytes of a snapshot file. Runtime complexity: O(size)."""
+def encode(threads: list[tuple[ThreadExport, float]], saved_at: float | None = None, key: bytes | None = None) -> bytes:
+    """The bytes of a snapshot file in the current format, signed if ``key`` is given.
+
+    Runtime complexity: O(size).
+    """
     body = ormsgpack.packb(
         {
             "saved_at": time.time() if saved_at is None else saved_at,
             "threads": [_thread(export, idle) for export, idle in threads],
         }
     )
-    return MAGIC + bytes([FORMAT_VERSION]) + hashlib.sha256(body).digest() + body
+    prefix = MAGIC + bytes([FORMAT_VERSION, FLAG_SIGNED if key is not None else 0]) + hashlib.sha256(body).digest()
+    signature = _signature(key, prefix, body) if key is not None else _UNSIGNED
+    return prefix + signature + body
+
+
+def _signature(key: bytes, prefix: bytes | memoryview, body: bytes | memoryview) -> bytes:
+    """HMAC-SHA256 of the header before the signature field, then the body: every other byte of the file."""
+    mac = hmac.new(key, prefix, hashlib.sha256)
+    mac.update(body)
+    return mac.digest()
 
 
 def _thread(export: ThreadExport, idle: float) -> list[Any]:
@@ -113,30 +208,116 @@ def _namespace(space: NamespaceExport) -> list[Any]:
 # --- decoding ----------------------------------------------------------------------------------
 
 
-def decode(data: bytes) -> Snapshot:
-    """Parse and verify a snapshot file's bytes.
+def read_header(data: bytes) -> Header:
+    """Parse and check a snapshot file's header, without looking at the body.
 
     Raises:
-        SnapshotError: Foreign, truncated, corrupted, or of an unknown version.
+        SnapshotError: Foreign, too short, of an unknown version, with unknown
+            flags, or unsigned with a non-empty signature field.
+
+    Runtime complexity: O(1).
+    """
+    if len(data) <= _VERSION_AT or not data.startswith(MAGIC):
+        raise SnapshotError("not a langgraph-checkpoint-bounded snapshot (wrong magic bytes or too short)")
+    version = data[_VERSION_AT]
+    if version not in READABLE_VERSIONS:
+        raise SnapshotError(
+            f"snapshot format version {version} is not supported (this build reads versions {READABLE_VERSIONS})"
+        )
+    if version == 1:
+        if len(data) < _VERSION_1_BODY_AT:
+            raise SnapshotError("snapshot is too short for its header: truncated")
+        return Header(1, False, bytes(data[_VERSION_AT + 1 : _VERSION_1_BODY_AT]), b"", _VERSION_1_BODY_AT)
+    if len(data) < _BODY_AT:
+        raise SnapshotError("snapshot is too short for its header: truncated")
+    flags = data[_FLAGS_AT]
+    if flags & ~FLAG_SIGNED:
+        raise SnapshotError(f"snapshot header has unknown flags {flags:#04x}: corrupted, or written by a newer build")
+    signed = bool(flags & FLAG_SIGNED)
+    signature = bytes(data[_SIGNATURE_AT:_BODY_AT])
+    if not signed and signature != _UNSIGNED:
+        raise SnapshotError("snapshot header says unsigned but carries a signature: corrupted or tampered with")
+    return Header(version, signed, bytes(data[_DIGEST_AT:_SIGNATURE_AT]), signature, _BODY_AT)
+
+
+def signature_matches(data: bytes, header: Header, key: bytes) -> bool:
+    """Whether a signed file's signature is ``key``'s, compared in constant time.
+
+    Runtime complexity: O(size of the file).
+    """
+    if not header.signed:
+        return False
+    view = memoryview(data)
+    expected = _signature(key, view[:_SIGNATURE_AT], view[_BODY_AT:])
+    return hmac.compare_digest(expected, header.signature)
+
+
+def check_signature(data: bytes, header: Header, key: bytes | None, *, allow_unsigned: bool = False) -> None:
+    """Apply the signing rules of ``load`` to a file whose header was read.
+
+    A signed file needs the key and a matching signature; an unsigned file is
+    refused when a key is set unless ``allow_unsigned``. Without a key an
+    unsigned file passes: there is nothing to verify it with.
+
+    Raises:
+        SnapshotError: Saying which rule refused the file (never quoting the key).
+
+    Runtime complexity: O(size of the file).
+    """
+    if header.signed:
+        if key is None:
+            raise SnapshotError(
+                "snapshot is signed but no snapshot_key is set: refusing to load it unverified "
+                "(set the key it was saved with)"
+            )
+        if not signature_matches(data, header, key):
+            raise SnapshotError(
+                "snapshot signature does not match: the file was changed after it was saved, "
+                "or it was signed with a different snapshot_key"
+            )
+    elif key is not None and not allow_unsigned:
+        raise SnapshotError(
+            "snapshot is not signed and a snapshot_key is set: refusing it "
+            "(pass allow_unsigned=True to load an unsigned file you trust, then save it to sign it)"
+        )
+
+
+def parse_body(data: bytes, header: Header) -> Snapshot:
+    """Verify the body's checksum and parse it. Payloads are not deserialized.
+
+    Raises:
+        SnapshotError: The checksum does not match or the content is malformed.
 
     Runtime complexity: O(size).
     """
-    if len(data) < _HEADER or not data.startswith(MAGIC):
-        raise SnapshotError("not a langgraph-checkpoint-bounded snapshot (wrong magic bytes or too short)")
-    version = data[len(MAGIC)]
-    if version != FORMAT_VERSION:
-        raise SnapshotError(f"snapshot format version {version} is not supported (this build reads {FORMAT_VERSION})")
-    digest, body = data[len(MAGIC) + 1 : _HEADER], data[_HEADER:]
-    if hashlib.sha256(body).digest() != digest:
+    body = memoryview(data)[header.body_at :]
+    if not hmac.compare_digest(hashlib.sha256(body).digest(), header.digest):
         raise SnapshotError("snapshot is corrupted or truncated: its checksum does not match")
     try:
-        content = ormsgpack.unpackb(body)
+        content = ormsgpack.unpackb(body)  # no ext_hook: an extension type in the structure is an error
         return Snapshot(
             saved_at=float(content["saved_at"]),
             threads=[(_export(entry), float(entry[1])) for entry in content["threads"]],
         )
     except (KeyError, IndexError, TypeError, ValueError, ormsgpack.MsgpackDecodeError) as error:
-        raise SnapshotError(f"snapshot content is malformed: {error!r}") from error
+        raise SnapshotError(f"snapshot content is malformed: {error!r:.200}") from error
+
+
+def decode(data: bytes, key: bytes | None = None, *, allow_unsigned: bool = False) -> Snapshot:
+    """Parse and verify a snapshot file's bytes: header, signature rules, checksum, content.
+
+    The signature is checked before the body is parsed.
+
+    Raises:
+        SnapshotError: Foreign, truncated, corrupted, of an unknown version,
+            wrongly signed, signed without ``key``, or unsigned with ``key``
+            and not ``allow_unsigned``.
+
+    Runtime complexity: O(size).
+    """
+    header = read_header(data)
+    check_signature(data, header, key, allow_unsigned=allow_unsigned)
+    return parse_body(data, header)
 
 
 def _payload(value: Any) -> tuple[str, bytes]:
@@ -201,6 +382,9 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
         os.close(directory)
 
 
-def read(path: str | os.PathLike[str]) -> Snapshot:
-    """Read and verify a snapshot file. Raises ``SnapshotError`` (or ``OSError``)."""
-    return decode(Path(path).read_bytes())
+def read(path: str | os.PathLike[str], key: bytes | None = None, *, allow_unsigned: bool = False) -> Snapshot:
+    """Read and verify a snapshot file (see ``decode``). Raises ``SnapshotError`` (or ``OSError``).
+
+    Runtime complexity: O(size of the file).
+    """
+    return decode(Path(path).read_bytes(), key, allow_unsigned=allow_unsigned)

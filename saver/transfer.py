@@ -11,6 +11,14 @@ What the public API cannot carry: a pending write's ``task_path`` (a
 writes by task id; this only matters to parallel tasks writing one
 ``DeltaChannel`` in the same step. Between two ``BoundedInMemorySaver``s use
 ``export_thread`` / ``import_thread``, which keep everything.
+
+Trust: no payload crosses as bytes. The source deserializes with its own
+serializer and the target serializes again with its own, so the target's
+serializer writes every type tag; a ``"pickle"`` payload reaches a
+``BoundedInMemorySaver`` this way only if its own serializer pickles. What a
+copy cannot guard against is the source's read: a source whose serializer
+unpickles, or rebuilds any msgpack extension type, runs what its database
+holds while it is listed, before the target is called.
 """
 
 from __future__ import annotations

@@ -219,14 +219,22 @@ def flaky_parallel_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int
     policy re-runs flaky inside the same run.
     """
     steady_saved = threading.Event()
-    original_put_writes = checkpointer.put_writes
+    original_put_writes, original_aput_writes = checkpointer.put_writes, checkpointer.aput_writes
 
-    def put_writes(config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
-        original_put_writes(config, writes, task_id, task_path)
+    def note_steady(writes: Any) -> None:
         if any(value == ["steady"] for _, value in writes):
             steady_saved.set()
 
+    def put_writes(config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        original_put_writes(config, writes, task_id, task_path)
+        note_steady(writes)
+
+    async def aput_writes(config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        await original_aput_writes(config, writes, task_id, task_path)
+        note_steady(writes)
+
     checkpointer.put_writes = put_writes  # type: ignore[method-assign]
+    checkpointer.aput_writes = aput_writes  # type: ignore[method-assign]
 
     def start(state: FlakyState) -> dict:
         counted(calls, "start")

@@ -65,29 +65,18 @@ def put(
 
 
 def fingerprint(store: Store) -> Any:
-    """Everything the store holds, in LRU order, comparable with ``==``.
+    """Everything the store holds, in LRU order, comparable with ``==``, read through its public API.
 
-    Records are immutable, so holding references is a faithful snapshot.
-    Rejection counters are left out: counting a rejection is its only effect.
+    Per thread (least recently used first): when it was last used and its
+    complete export (every namespace's checkpoints, writes and blobs; records
+    are immutable, so holding them is a faithful snapshot); then every counter
+    of ``stats()``, and the order ``list(None)`` visits threads in. Rejection
+    counters are left out: counting a rejection is its only effect.
     """
     with store.lock:
         threads = [
-            (
-                thread_id,
-                thread.last_used,
-                thread.created,
-                dict(thread.runs),
-                thread.usage.copy(),
-                {
-                    name: (
-                        list(space.checkpoints.items()),
-                        {cid: dict(writes) for cid, writes in space.writes.items()},
-                        dict(space.blobs),
-                    )
-                    for name, space in thread.namespaces.items()
-                },
-            )
-            for thread_id, thread in store._threads.items()
+            (thread_id, store.last_used(thread_id), store.export_thread(thread_id)) for thread_id in store.thread_ids()
         ]
+        creation_order = list(dict.fromkeys(ref.thread_id for ref in store.list(None)))  # list(None)'s thread order
         stats = store.stats()
-        return threads, {k: v for k, v in vars(stats).items() if k != "rejections"}
+        return threads, creation_order, {k: v for k, v in vars(stats).items() if k != "rejections"}

@@ -1,5 +1,6 @@
 """Many OS threads and an event loop on one saver: no error but capacity errors,
-invariants intact, every persisted graph state right, every listed tuple whole."""
+every worker's writes made and found where it left them (or the thread gone
+whole), invariants intact, every persisted graph state right, every tuple read whole."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import START, StateGraph
@@ -21,37 +23,98 @@ WORKERS = 8
 OPERATIONS_PER_WORKER = 300
 
 
-def mixed_operations(saver: BoundedInMemorySaver, seed: int) -> list[str]:
-    """A worker's random mix on shared threads ("shared-*") and its own ("own-<seed>-*")."""
+@dataclass
+class WorkerLog:
+    """What one worker did: its failures, its progress, and the last checkpoint it put on each of its own threads."""
+
+    writer: int
+    errors: list[str] = field(default_factory=list)
+    puts: int = 0
+    tuples_read: int = 0
+    last_put: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def check_whole(self, tup: Any) -> None:
+        """A tuple is whole: its values, metadata and pending writes all belong to the one checkpoint."""
+        values, metadata = tup.checkpoint["channel_values"], tup.metadata
+        checkpoint_id = tup.checkpoint["id"]
+        if checkpoint_id != tup.config["configurable"]["checkpoint_id"]:
+            self.errors.append(f"config of {tup.config} holds checkpoint {checkpoint_id}")
+        if (values.get("writer"), values.get("k")) != (metadata.get("writer"), metadata.get("k")):
+            self.errors.append(f"torn tuple: values {values.get('writer')}/{values.get('k')} with metadata {metadata}")
+        for task_id, channel, value in tup.pending_writes:
+            if channel == "doc" and value != f"written under {checkpoint_id}":
+                self.errors.append(f"{checkpoint_id} holds the write {value!r} of task {task_id}")
+        self.tuples_read += 1
+
+
+def mixed_operations(saver: BoundedInMemorySaver, seed: int) -> WorkerLog:
+    """A worker's random mix on shared threads ("shared-*") and its own ("own-<seed>-*").
+
+    Only this worker writes or deletes its own threads (others may evict them),
+    so whenever one is still stored its latest checkpoint must be the last one
+    this worker put there.
+    """
     rng = random.Random(seed)
-    errors = []
-    for _ in range(OPERATIONS_PER_WORKER):
-        thread = rng.choice([f"shared-{rng.randrange(4)}", f"own-{seed}-{rng.randrange(3)}"])
+    log = WorkerLog(seed)
+    for k in range(OPERATIONS_PER_WORKER):
+        own = rng.random() < 0.5
+        thread = f"own-{seed}-{rng.randrange(3)}" if own else f"shared-{rng.randrange(4)}"
         namespace = rng.choice(["", "sub:1"])
         action = rng.randrange(10)
         try:
             if action < 4:
                 latest = saver.get_tuple(config(thread, namespace))
-                put(saver, thread, {"doc": "d" * rng.randrange(50, 1_500), "n": seed}, namespace=namespace,
-                    parent=latest.config if latest else None, metadata={"run_id": f"run-{seed}"})  # fmt: skip
+                if latest is not None:
+                    log.check_whole(latest)
+                run_id = (
+                    f"own-run-{seed}" if own else f"run-{seed}"
+                )  # delete_for_runs below reaches shared threads only
+                put(saver, thread, {"doc": "d" * rng.randrange(50, 1_500), "writer": seed, "k": k},
+                    namespace=namespace, parent=latest.config if latest else None,
+                    metadata={"run_id": run_id, "writer": seed, "k": k}, version=f"{seed}.{k}")  # fmt: skip
+                log.puts += 1
+                if own:
+                    log.last_put[(thread, namespace)] = k
             elif action < 6:
                 latest = saver.get_tuple(config(thread, namespace))
-                target = latest.config if latest else config(thread, namespace, "pending")
-                saver.put_writes(target, [("doc", "w" * rng.randrange(10, 500)), ("__error__", "e")], f"task-{seed}")
+                if latest is not None:
+                    log.check_whole(latest)
+                    saver.put_writes(
+                        latest.config, [("doc", f"written under {latest.checkpoint['id']}"), ("__error__", "e")],
+                        f"task-{seed}",
+                    )  # fmt: skip
+                else:
+                    saver.put_writes(config(thread, namespace, "pending"), [("__error__", "e")], f"task-{seed}")
             elif action == 6:
                 for tup in saver.list(config(thread), limit=3):
-                    assert tup.checkpoint["id"] == tup.config["configurable"]["checkpoint_id"]
+                    log.check_whole(tup)
             elif action == 7:
                 saver.delete_thread(thread)
+                if own:
+                    log.last_put = {key: value for key, value in log.last_put.items() if key[0] != thread}
             elif action == 8:
                 saver.copy_thread(thread, f"copy-{seed}")
+            elif own:
+                saver.prune([thread])  # keeps the latest checkpoint of each namespace
             else:
                 saver.prune([thread]) if rng.random() < 0.5 else saver.delete_for_runs([f"run-{seed}"])
         except CheckpointCapacityError:
             pass
         except Exception as error:  # anything else is a failure of the test
-            errors.append(f"{type(error).__name__}: {error}")
-    return errors
+            log.errors.append(f"{type(error).__name__}: {error}")
+    return log
+
+
+def check_progress(saver: BoundedInMemorySaver, logs: list[WorkerLog]) -> None:
+    """Every worker got work done, and its own threads hold what it last put there, or are gone whole."""
+    assert [error for log in logs for error in log.errors] == []
+    for log in logs:
+        assert log.puts > 0 and log.tuples_read > 0, f"worker {log.writer} made no progress: {log}"
+        for (thread, namespace), k in log.last_put.items():
+            latest = saver.get_tuple(config(thread, namespace))
+            if latest is not None:
+                assert (latest.metadata["writer"], latest.metadata["k"]) == (log.writer, k), (thread, namespace)
+    saver.check()
 
 
 def tight_saver() -> BoundedInMemorySaver:
@@ -65,48 +128,54 @@ def tight_saver() -> BoundedInMemorySaver:
 def test_eight_threads_hammering_one_saver() -> None:
     saver = tight_saver()
     with ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(lambda seed: mixed_operations(saver, seed), range(WORKERS)))
-    assert [error for errors in results for error in errors] == []
-    saver.check()
+        logs = list(pool.map(lambda seed: mixed_operations(saver, seed), range(WORKERS)))
+    check_progress(saver, logs)
     stats = saver.stats()
     assert stats.threads <= 10 and stats.total_bytes <= 64 * KIB
     assert stats.evicted_threads > 0, "the limits were never reached: the test is too gentle"
+    survivors = [key for log in logs for key in log.last_put if saver.get_tuple(config(*key)) is not None]
+    assert survivors, "no worker's own thread survived: nothing was checked"
 
 
 def test_event_loop_and_threads_interleaving() -> None:
     saver = tight_saver()
 
-    async def coroutine_worker(seed: int) -> list[str]:
+    async def coroutine_worker(seed: int) -> WorkerLog:
         rng = random.Random(seed)
-        errors = []
+        log = WorkerLog(seed)
         for step in range(100):
-            thread = f"shared-{rng.randrange(4)}"
+            thread = f"coroutine-{seed}-{rng.randrange(2)}"  # this coroutine's own threads
             try:
                 latest = await saver.aget_tuple(config(thread))
+                if latest is not None:
+                    log.check_whole(latest)
                 checkpoint_config = config(thread, "", latest.checkpoint["id"]) if latest else config(thread)
                 stored = await saver.aput(
                     checkpoint_config,
                     {**(latest.checkpoint if latest else {}), **_fresh(step, seed)},
-                    {"step": step},
-                    {"doc": f"{step}.{seed}"},
+                    {"step": step, "writer": seed, "k": step},
+                    dict.fromkeys(("doc", "writer", "k"), f"{step}.{seed}"),
                 )
-                await saver.aput_writes(stored, [("doc", "x" * 200)], f"task-{seed}")
-                _ = [t async for t in saver.alist(config(thread), limit=2)]
+                log.puts += 1
+                log.last_put[(thread, "")] = step
+                await saver.aput_writes(stored, [("doc", f"written under {stored['configurable']['checkpoint_id']}")],
+                                        f"task-{seed}")  # fmt: skip
+                for tup in [t async for t in saver.alist(config(thread), limit=2)]:
+                    log.check_whole(tup)
             except CheckpointCapacityError:
                 pass
             except Exception as error:
-                errors.append(f"{type(error).__name__}: {error}")
+                log.errors.append(f"{type(error).__name__}: {error}")
             await asyncio.sleep(0)
-        return errors
+        return log
 
-    async def main() -> list[list[str]]:
+    async def main() -> list[WorkerLog]:
         threads = asyncio.gather(*(asyncio.to_thread(mixed_operations, saver, seed) for seed in range(4)))
-        coroutines = asyncio.gather(*(coroutine_worker(seed) for seed in range(20)))
+        coroutines = asyncio.gather(*(coroutine_worker(100 + seed) for seed in range(20)))
         return [*await threads, *await coroutines]
 
-    results = asyncio.run(main())
-    assert [error for errors in results for error in errors] == []
-    saver.check()
+    logs = asyncio.run(main())
+    check_progress(saver, logs)
 
 
 def _fresh(step: int, seed: int) -> dict[str, Any]:
@@ -114,8 +183,8 @@ def _fresh(step: int, seed: int) -> dict[str, Any]:
         "v": 4,
         "id": f"1ef{step:05d}-{seed:03d}-{random.random()}",
         "ts": "2026-11-29T00:00:00+00:00",
-        "channel_values": {"doc": "v" * 300},
-        "channel_versions": {"doc": f"{step}.{seed}"},
+        "channel_values": {"doc": "v" * 300, "writer": seed, "k": step},
+        "channel_versions": dict.fromkeys(("doc", "writer", "k"), f"{step}.{seed}"),
         "versions_seen": {},
     }
 

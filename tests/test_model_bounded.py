@@ -4,8 +4,13 @@ A shadow stock ``InMemorySaver`` receives every operation our saver accepted.
 After every step:
 
 * the engine's ``check()`` passes (totals equal a recount, limits hold);
-* every thread is either exactly what the shadow holds, or entirely absent
-  (evicted or expired whole, never in part);
+* every thread is either exactly what the shadow holds, pending writes compared
+  by value, or entirely absent (evicted or expired whole, never in part);
+* LRU order is modelled: an operation that uses a thread moves it to the most
+  recently used end and leaves the others in order; the threads an operation
+  evicts are the least recently used ones it may evict (never the threads it
+  writes or copies from), and no more than it needed: putting back the last one
+  evicted would break a limit;
 * a rejected operation left the store exactly as before;
 * ancestry holds: a stored checkpoint's parent is stored in the same thread and
   namespace unless ``delete_for_runs`` or ``prune`` removed it, and a deletion
@@ -52,22 +57,54 @@ class BoundedInvariants(RuleBasedStateMachine):
         self.detached: dict[tuple[str, str], set[str]] = defaultdict(set)
         self.counter = 0
         self.rejections = 0
+        self.evicted_total = 0
 
     # --- helpers -------------------------------------------------------------------------
 
     def stored_ids(self, thread: str, namespace: str) -> list[str]:
         return [t.checkpoint["id"] for t in self.ours.list(config(thread, namespace))]
 
-    def attempt(self, action: Any, on_success: Any) -> None:
-        """Run an operation; on success mirror it into the shadow, on rejection prove nothing changed."""
+    def attempt(self, action: Any, on_success: Any, uses: tuple[str, ...] = ()) -> None:
+        """Run an operation; on success mirror it into the shadow and check what it did to the LRU
+        order, on rejection prove nothing changed.
+
+        ``uses`` are the threads the operation uses, in order: a successful
+        operation moves them to the most recently used end and never evicts them.
+        """
         before = fingerprint(self.ours.store)
+        lru_before = self.ours.store.thread_ids()
+        sizes = {thread: self.ours.export_thread(thread).nbytes for thread in lru_before}
+        due = self.due(lru_before)
         try:
             action(self.ours)
         except CheckpointCapacityError as error:
             assert fingerprint(self.ours.store) == before, f"rejected {error.limit} changed the store"
             self.rejections += 1
             return
+        self.check_lru(lru_before, sizes, due, uses)
         on_success(self.shadow)
+
+    def due(self, threads: list[str]) -> set[str]:
+        """Threads whose idle time has reached the TTL: expiry may remove them at any operation."""
+        now, ttl = self.clock(), self.ours.config.idle_ttl_seconds
+        return {thread for thread in threads if now - self.ours.store.last_used(thread) >= ttl}
+
+    def check_lru(self, lru_before: list[str], sizes: dict[str, int], due: set[str], uses: tuple[str, ...]) -> None:
+        lru_after = self.ours.store.thread_ids()
+        present = set(lru_after)
+        expected = [thread for thread in lru_before if thread in present and thread not in uses]
+        expected += [thread for thread in dict.fromkeys(uses) if thread in present]
+        assert lru_after == expected, f"LRU order {lru_after}, expected {expected}"
+        candidates = [thread for thread in lru_before if thread not in due and thread not in uses]
+        evicted = [thread for thread in candidates if thread not in present]
+        assert evicted == candidates[: len(evicted)], f"evicted {evicted}, not the least recently used of {candidates}"
+        if evicted:
+            stats = self.ours.stats()
+            last = evicted[-1]
+            assert stats.total_bytes + sizes[last] > LIMITS.max_total_bytes or stats.threads + 1 > LIMITS.max_threads, (
+                f"evicted {last} without need"
+            )
+        self.evicted_total += len(evicted)
 
     def protected_histories(self, threads: list[str]) -> dict[tuple[str, str, str], Any]:
         """Delta history of the marked channel wherever a read would rebuild it from ancestors."""
@@ -123,7 +160,7 @@ class BoundedInvariants(RuleBasedStateMachine):
             return
         parent = stored[0]
         write = (config(thread, namespace, parent), [(DELTA, value)], f"task-{self.counter}", "~__pregel_pull, n")
-        self.attempt(lambda s: s.put_writes(*write), lambda s: s.put_writes(*write))
+        self.attempt(lambda s: s.put_writes(*write), lambda s: s.put_writes(*write), uses=(thread,))
         if parent in self.stored_ids(thread, namespace):
             values = {DELTA: ["snapshot", value]} if snapshot else {}
             self.put_checkpoint(thread, namespace, parent, values, [DELTA], run_id, mark_delta=not snapshot)
@@ -165,7 +202,7 @@ class BoundedInvariants(RuleBasedStateMachine):
                 self.sync_shadow_removals([thread])
                 self.assert_histories_kept(before)
 
-        self.attempt(lambda s: s.put(*args), mirror)
+        self.attempt(lambda s: s.put(*args), mirror, uses=(thread,))
 
     @rule(
         data=st.data(),
@@ -179,14 +216,18 @@ class BoundedInvariants(RuleBasedStateMachine):
         stored = self.stored_ids(thread, namespace)
         checkpoint_id = data.draw(st.sampled_from(stored)) if stored else "1ef-pending"
         args = (config(thread, namespace, checkpoint_id), writes, task_id, task_path)
-        self.attempt(lambda s: s.put_writes(*args), lambda s: s.put_writes(*args))
+        self.attempt(lambda s: s.put_writes(*args), lambda s: s.put_writes(*args), uses=(thread,))
 
     @rule(thread=S.thread_ids, namespace=S.namespaces)
     def read(self, thread, namespace):
+        self.ours.purge_expired()  # what is due goes first, so that the read below may only touch
         before = fingerprint(self.ours.store)
+        lru_before = self.ours.store.thread_ids()
         tup = self.ours.get_tuple(config(thread, namespace))
         if tup is None:
             assert fingerprint(self.ours.store) == before, "a read miss changed the store"
+        else:
+            assert self.ours.store.thread_ids() == [t for t in lru_before if t != thread] + [thread]
 
     @rule(seconds=st.sampled_from([1, 10, 100, 301]))
     def time_passes(self, seconds):
@@ -245,7 +286,8 @@ class BoundedInvariants(RuleBasedStateMachine):
                 if namespace[0] == source:
                     self.detached[(target, namespace[1])] |= removed
 
-        self.attempt(lambda s: s.copy_thread(source, target), mirror)
+        live = source in self.ours.store.thread_ids() and source not in self.due([source])
+        self.attempt(lambda s: s.copy_thread(source, target), mirror, uses=(target, source) if live else ())
 
     @precondition(lambda self: self.counter > 0)
     @rule(roll=st.integers(min_value=0, max_value=9))
@@ -286,9 +328,24 @@ class BoundedInvariants(RuleBasedStateMachine):
                 self.remove_from_shadow(thread)
                 continue
             assert grouped(self.ours.list(thread_config)) == grouped(self.shadow.list(thread_config))
-            for namespace, space in self.ours.store._threads[thread].namespaces.items():
-                ours = set(space.writes.get("1ef-pending", {}))
-                assert ours == set(self.shadow.writes.get((thread, namespace, "1ef-pending"), {}))
+            export = self.ours.export_thread(thread)
+            for namespace in NAMESPACES:
+                space = export.namespaces.get(namespace)
+                ours = {
+                    (w.task_id, w.idx): (w.channel, self.ours.serde.loads_typed(w.value), w.task_path)
+                    for w in (space.writes.get("1ef-pending", ()) if space else ())
+                }
+                shadow = {
+                    key: (channel, self.shadow.serde.loads_typed(value), path)
+                    for key, (_, channel, value, path) in self.shadow.writes.get(
+                        (thread, namespace, "1ef-pending"), {}
+                    ).items()
+                }
+                assert ours == shadow, f"pending writes of {thread}/{namespace} differ"
+
+    @invariant()
+    def every_eviction_was_seen(self):
+        assert self.ours.stats().evicted_threads == self.evicted_total
 
     @invariant()
     def ancestry_holds(self):

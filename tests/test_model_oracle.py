@@ -74,13 +74,16 @@ class SameAnswersAsStock(RuleBasedStateMachine):
     )
     def put(self, data, thread, namespace, changed, emptied, int_versions, suffix, number, source, step, run_id, delta):
         existing = self.ids[(thread, namespace)]
-        parent = data.draw(st.sampled_from(existing)) if existing and data.draw(st.booleans()) else None
+        checkpoint_id = f"1ef{number:05d}"
+        # A parent's id is always older than its child's, as in LangGraph (ids are time-ordered): a
+        # re-put never closes a cycle, which the stock saver's delta-history walk would follow forever.
+        older = [candidate for candidate in existing if candidate < checkpoint_id]
+        parent = data.draw(st.sampled_from(older)) if older and data.draw(st.booleans()) else None
         parent_versions = self.versions.get((thread, namespace, parent), {}) if parent else {}
         new_versions = {
             channel: self.next_version(parent_versions.get(channel), int_versions, suffix)
             for channel in [*changed, *emptied]
         }
-        checkpoint_id = f"1ef{number:05d}"
         checkpoint = {
             "v": 4,
             "id": checkpoint_id,

@@ -374,3 +374,41 @@ def test_engine_limits_are_accepted_as_the_config() -> None:
     assert asyncio.run(ours.aget_tuple(config("t"))) is None
     with pytest.raises(ValueError, match="InMemoryCheckpointConfig"):
         BoundedInMemorySaver(config={"max_threads": 5})  # type: ignore[arg-type]
+
+
+# --- parent links that loop ----------------------------------------------------------------------
+
+
+def test_walks_along_parent_links_stop_on_a_cycle() -> None:
+    """LangGraph never makes a cycle (a parent's id is older than its child's), but a caller can:
+    re-putting an id under a younger parent closes one. Every walk of parent links still ends."""
+    saver = BoundedInMemorySaver()
+    metadata = {"run_id": "r", "counters_since_delta_snapshot": {"d": [1, 1]}}
+
+    def put_unseeded(checkpoint_id: str, parent_id: str | None) -> Any:
+        checkpoint = make_checkpoint({}, {"d": checkpoint_id}, checkpoint_id)  # "d" has a version, no value
+        return saver.put(config("t", "", parent_id), checkpoint, metadata, {"d": checkpoint_id})
+
+    put_unseeded("1ef-a", None)
+    put_unseeded("1ef-b", "1ef-a")
+    saver.put_writes(config("t", "", "1ef-a"), [("d", "from a")], "task")
+    saver.put_writes(config("t", "", "1ef-b"), [("d", "from b")], "task")
+    put_unseeded("1ef-a", "1ef-b")  # a -> b -> a
+
+    finished: list[str] = []
+
+    def walks() -> None:
+        try:
+            history = saver.get_delta_channel_history(config=config("t", "", "1ef-a"), channels=["d"])
+            saver.prune(["t"])
+            saver.delete_for_runs(["r"])
+            saver.check()
+            finished.append(history)
+        except BaseException as error:
+            finished.append(error)
+
+    walker = threading.Thread(target=walks, daemon=True)
+    walker.start()
+    walker.join(timeout=60)  # a guard against hanging CI, not a timing: the walks take milliseconds
+    assert finished, "a walk along the cycle did not end"
+    assert finished == [{"d": {"writes": [("task", "d", "from b")]}}]  # b's write; the loop back to a stops

@@ -1,0 +1,92 @@
+"""``Store.check()``: every invariant of the store, recounted from scratch.
+
+Each invariant has a name, and a broken one raises ``AssertionError`` whose
+message starts with that name, so that a test can break exactly one and expect
+it (``tests/test_check.py`` does, for every name in ``INVARIANTS``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from engine.totals import Totals
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+INVARIANTS = (
+    "lru keys",  # every thread is filed under its own id
+    "lru order",  # least recently used first is also least recently used by the clock
+    "empty thread",  # a stored thread holds at least one namespace
+    "thread",  # each thread's own invariant (Thread.check, Namespace.check)
+    "store totals",  # the store's counters equal the sum of its threads'
+    "run index",  # run id -> threads equals what the records say
+    "next expiry",  # never later than the least recently used thread's expiry
+    "tombstones",  # at most max_dropped_thread_records, their bytes counted
+    "announcements",  # nothing is queued without a hook
+    "snapshot cache",  # every cached export is of a stored thread or marked changed
+    "limits",  # every limit holds
+)
+
+
+def check_store(store: Store) -> None:
+    """Assert every invariant in ``INVARIANTS``; raise ``AssertionError`` naming the first broken one.
+
+    Runtime complexity: O(size of the store).
+    """
+    limits = store.limits
+    total = Totals()
+    runs: dict[str, set[str]] = {}
+    previous_use = -math.inf
+    for thread_id, thread in store.threads.items():
+        _require(thread.thread_id == thread_id, "lru keys", f"key {thread_id!r} holds thread {thread.thread_id!r}")
+        _require(thread.last_used >= previous_use, "lru order", f"thread {thread_id!r} is out of order")
+        previous_use = thread.last_used
+        _require(bool(thread.namespaces), "empty thread", f"thread {thread_id!r} holds nothing")
+        try:
+            thread.check()
+        except AssertionError as error:
+            raise AssertionError(f"thread: {thread_id!r}: {error}") from None
+        for run_id in thread.runs:
+            runs.setdefault(run_id, set()).add(thread_id)
+        _require(
+            len(thread.namespaces) <= limits.max_namespaces_per_thread,
+            "limits",
+            f"thread {thread_id!r} exceeds max_namespaces_per_thread",
+        )
+        _require(
+            thread.checkpoints <= limits.max_checkpoints_per_thread,
+            "limits",
+            f"thread {thread_id!r} exceeds max_checkpoints_per_thread",
+        )
+        total = total.plus(thread.totals)
+    kept = Totals(store.nbytes, store.checkpoints, store.writes, store.blobs, store.namespaces)
+    _require(total == kept, "store totals", f"kept {kept}, recounted {total}")
+    _require(runs == store.runs, "run index", "it drifts from the records")
+    if store.threads:
+        oldest = next(iter(store.threads.values()))
+        _require(
+            store.next_expiry <= oldest.last_used + limits.idle_ttl_seconds,
+            "next expiry",
+            f"{store.next_expiry} is later than the oldest thread's expiry",
+        )
+    try:
+        store.tombstones.check()
+    except AssertionError as error:
+        raise AssertionError(f"tombstones: {error}") from None
+    _require(
+        store.announcements.hook is not None or not store.announcements.queue,
+        "announcements",
+        "drops are queued without a hook",
+    )
+    if store.exports is not None:
+        stale = [tid for tid in store.exports if tid not in store.threads and tid not in (store.changed or ())]
+        _require(not stale, "snapshot cache", f"exports of threads gone unnoticed: {stale[:3]}")
+    _require(len(store.threads) <= limits.max_threads, "limits", "max_threads exceeded")
+    _require(store.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
+
+
+def _require(condition: bool, invariant: str, detail: str) -> None:
+    if not condition:
+        raise AssertionError(f"{invariant}: {detail}")

@@ -1,0 +1,245 @@
+"""Ancestry: walks along parent links, deletions that keep what survivors need, and the run index.
+
+Some channel values are not stored at every checkpoint: they are rebuilt from
+the nearest ancestor that stores a value (the *seed*) plus the writes recorded
+at every ancestor on the way (LangGraph's ``DeltaChannel``). So:
+
+* ``delta_history`` performs that walk for a reader;
+* ``required_ancestors`` tells a deletion which ancestors a surviving
+  checkpoint still needs, so that ``prune``, ``delete_runs`` and rolling
+  history never cut such a chain;
+* the run index (run id to the threads holding its checkpoints) lets
+  ``delete_runs`` visit only those threads.
+
+The functions that change the store are called with its lock held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from engine.namespace import Namespace, Removal, carry_out, plan_removal
+from engine.records import ChannelHistory, CheckpointRecord, Payload, WriteRecord
+from engine.thread import Thread
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+# --- walks -------------------------------------------------------------------------------------------------
+
+
+def ancestors(space: Namespace, record: CheckpointRecord) -> Iterator[CheckpointRecord]:
+    """Stored ancestors of ``record``, nearest first; stops at a missing parent or a loop.
+
+    Runtime complexity: O(1) per ancestor yielded.
+    """
+    seen = {record.checkpoint_id}
+    parent_id = record.parent_id
+    records = space.records
+    while parent_id is not None and parent_id not in seen:
+        parent = records.get(parent_id)
+        if parent is None:
+            return
+        seen.add(parent_id)
+        yield parent
+        parent_id = parent.parent_id
+
+
+def seed_at(space: Namespace, record: CheckpointRecord, channel: str) -> Payload | None:
+    """The non-empty value ``record`` stores for ``channel``, if any. Runtime complexity: O(channels)."""
+    version = record.version_of(channel)
+    if version is None:
+        return None
+    return space.blobs.get((channel, version))
+
+
+def delta_history(
+    space: Namespace, target: CheckpointRecord | None, channels: Sequence[str]
+) -> dict[str, ChannelHistory]:
+    """For each channel, the writes and seed along ``target``'s ancestor chain.
+
+    Each channel's walk ends at the nearest ancestor storing a non-empty value
+    for it; that ancestor's own writes are included (they lead to its child).
+    Writes stored at ``target`` itself are excluded.
+
+    Runtime complexity: O(a * (c + w log w)) for a ancestors visited, c channels
+    and w writes per ancestor.
+    """
+    collected: dict[str, list[WriteRecord]] = {channel: [] for channel in channels}
+    seeds: dict[str, Payload] = {}
+    remaining = set(channels)
+    if target is not None:
+        for ancestor in ancestors(space, target):
+            if not remaining:
+                break
+            found = {channel: seed for channel in remaining if (seed := seed_at(space, ancestor, channel)) is not None}
+            for write in reversed(space.ordered_writes(ancestor.checkpoint_id)):
+                if write.channel in remaining:
+                    collected[write.channel].append(write)
+            seeds.update(found)
+            remaining.difference_update(found)
+    return {channel: ChannelHistory(writes=collected[channel][::-1], seed=seeds.get(channel)) for channel in channels}
+
+
+def unseeded_delta_channels(space: Namespace, record: CheckpointRecord) -> set[str]:
+    """Delta channels of ``record`` that it does not store a value for.
+
+    Runtime complexity: O(d * channels) for its d delta channels.
+    """
+    return {
+        channel
+        for channel in record.delta_channels
+        if record.version_of(channel) is not None and seed_at(space, record, channel) is None
+    }
+
+
+def required_ancestors(space: Namespace, keep: Iterable[CheckpointRecord]) -> set[str]:
+    """Ids of ancestors that the kept checkpoints need to rebuild their delta channels.
+
+    A needed ancestor is needed whole (its writes, and its own needs), so the
+    result is closed: every checkpoint in ``keep`` or in the result can still
+    be rebuilt once everything else is removed.
+
+    Runtime complexity: O(n * d) for n checkpoints and d delta channels: a
+    channel is carried through a checkpoint at most once.
+    """
+    carried: dict[str, set[str]] = {}
+    required: set[str] = set()
+    work = [(record, unseeded_delta_channels(space, record)) for record in keep]
+    while work:
+        record, channels = work.pop()
+        for ancestor in ancestors(space, record):
+            already = carried.setdefault(ancestor.checkpoint_id, set())
+            channels = channels - already
+            if not channels:
+                break
+            already |= channels
+            if ancestor.checkpoint_id not in required:
+                required.add(ancestor.checkpoint_id)
+                own = unseeded_delta_channels(space, ancestor)
+                if own:
+                    work.append((ancestor, own))
+            channels = {c for c in channels if seed_at(space, ancestor, c) is None}
+            if not channels:
+                break
+    return required
+
+
+# --- deletions -------------------------------------------------------------------------------------------
+
+
+def remove_checkpoints(
+    store: Store, thread: Thread, namespace: str, removal: Removal, *, unlink_empty: bool = False
+) -> None:
+    """Carry out a planned removal in one namespace of a stored thread, keeping every total and the run index.
+
+    A namespace left empty goes; a thread left empty goes too when ``unlink_empty``.
+
+    Runtime complexity: that of ``namespace.carry_out``, plus O(1) per checkpoint for the run index.
+    """
+    space = thread.namespaces[namespace]
+    removed = carry_out(space, removal)
+    freed = removal.freed
+    thread.nbytes -= freed.nbytes
+    thread.checkpoints -= freed.checkpoints
+    thread.writes -= freed.writes
+    thread.blobs -= freed.blobs
+    store.nbytes -= freed.nbytes
+    store.checkpoints -= freed.checkpoints
+    store.writes -= freed.writes
+    store.blobs -= freed.blobs
+    for record in removed:
+        if record.run_id is not None:
+            count_run(store, thread, record.run_id, -1)
+    if space.is_empty():
+        del thread.namespaces[namespace]
+        store.namespaces -= 1
+    if store.changed is not None:
+        store.changed.add(thread.thread_id)
+    if unlink_empty and not thread.namespaces:
+        store.unlink(thread)
+
+
+def delete_runs(store: Store, runs: set[str]) -> int:
+    """Remove the checkpoints created by these runs, with their writes; return how many went.
+
+    An ancestor that a surviving checkpoint needs to rebuild a delta channel is
+    kept. Blobs no surviving checkpoint references are freed.
+
+    Runtime complexity: O(size of the threads holding those runs); no other
+    thread is visited.
+    """
+    thread_ids = sorted(set().union(*(store.runs.get(run, ()) for run in runs)))
+    removed = 0
+    for thread_id in thread_ids:
+        thread = store.threads[thread_id]
+        for name, space in list(thread.namespaces.items()):
+            doomed = {cid for cid, record in space.records.items() if record.run_id in runs}
+            if not doomed:
+                continue
+            survivors = [record for cid, record in space.records.items() if cid not in doomed]
+            doomed -= required_ancestors(space, survivors)
+            removal = plan_removal(space, doomed)
+            remove_checkpoints(store, thread, name, removal, unlink_empty=True)
+            removed += len(removal.checkpoint_ids)
+    return removed
+
+
+def prune(store: Store, thread_ids: Sequence[str], *, keep_latest: bool) -> None:
+    """Keep only the latest checkpoint of each namespace (and what it needs), or delete the threads.
+
+    With ``keep_latest``, the latest checkpoint of each namespace is kept with
+    its writes and every ancestor it needs to rebuild a delta channel; the rest
+    goes, and so do blobs nothing kept references. Deleting a thread forgets
+    its tombstone.
+
+    Runtime complexity: O(size of the named threads).
+    """
+    for thread_id in thread_ids:
+        thread = store.threads.get(thread_id)
+        if not keep_latest:
+            store.tombstones.forget(thread_id)
+            if thread is not None:
+                store.unlink(thread)
+            continue
+        if thread is None:
+            continue
+        for name, space in list(thread.namespaces.items()):
+            latest = space.latest()
+            if latest is None:
+                continue
+            keep = required_ancestors(space, [latest])
+            keep.add(latest.checkpoint_id)
+            removal = plan_removal(space, [cid for cid in space.ids if cid not in keep])
+            if removal.checkpoint_ids:
+                remove_checkpoints(store, thread, name, removal, unlink_empty=True)
+
+
+# --- the run index ---------------------------------------------------------------------------------------
+
+
+def count_run(store: Store, thread: Thread, run_id: str | None, delta: int) -> None:
+    """Add ``delta`` to the count of a run's checkpoints in a thread, keeping the run index.
+
+    Runtime complexity: O(1).
+    """
+    if run_id is None:
+        return
+    runs = thread.runs
+    after = runs.get(run_id, 0) + delta
+    if after:
+        runs[run_id] = after
+        store.runs.setdefault(run_id, set()).add(thread.thread_id)
+    else:
+        del runs[run_id]
+        unindex_run(store, run_id, thread.thread_id)
+
+
+def unindex_run(store: Store, run_id: str, thread_id: str) -> None:
+    """Forget that a thread holds checkpoints of a run. Runtime complexity: O(1)."""
+    holders = store.runs.get(run_id)
+    if holders is not None:
+        holders.discard(thread_id)
+        if not holders:
+            del store.runs[run_id]

@@ -1,0 +1,199 @@
+"""Threads moving in and out as a whole: exports, imports, copies and snapshots.
+
+These are cold operations: they take their time (O(size of the threads they
+move)) and their clarity comes first. They run with the store's lock held,
+except ``import_thread``, which checks the export before taking it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from engine import identifiers, policy
+from engine.export import NamespaceExport, ThreadExport, checked_namespace
+from engine.namespace import Namespace
+from engine.thread import Thread
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+
+def export(thread: Thread) -> ThreadExport:
+    """Everything a thread holds; the records are shared, not copied. Runtime complexity: O(size of the thread)."""
+    return ThreadExport(
+        thread.thread_id, {name: NamespaceExport.of(space) for name, space in thread.namespaces.items()}
+    )
+
+
+def copy_thread(store: Store, source_id: str, target_id: str) -> None:
+    """Copy every namespace, checkpoint, write and blob of one thread into another.
+
+    Records already in the target stay unless the source has the same key,
+    which wins. A missing source copies nothing. The target's bytes are counted
+    in full even though it shares immutable payloads with the source, so that
+    evicting either frees what the accounting says. Marks the target, then the
+    source, as used.
+
+    Raises:
+        CheckpointCapacityError: The target would exceed a per-thread limit, or
+            there is no room for it without evicting the source.
+
+    Runtime complexity: O(size of both threads), plus O(namespaces + runs) per thread evicted.
+    """
+    now = store.clock()
+    if now >= store.next_expiry:
+        policy.expire(store, now, source_id)
+        policy.expire(store, now, target_id)
+    source = store.threads.get(source_id)
+    if source is None or source_id == target_id:
+        return
+    install(store, target_id, source.namespaces, now, keep=[source])
+    source.last_used = now
+    store.threads.move_to_end(source_id)
+
+
+def import_thread(store: Store, export: ThreadExport, thread_id: str | None, *, idle_seconds: float) -> None:
+    """Store an export as a thread (its own id unless ``thread_id`` is given).
+
+    Merges into an existing thread as ``copy_thread`` does, the export's records
+    winning. Every identifier and payload is checked first, and the limits hold
+    as for any write, ``max_checkpoint_bytes`` for each imported checkpoint
+    included. ``idle_seconds`` backdates the thread's last use (restoring a
+    snapshot keeps threads' ages; the thread goes to the most recently used end,
+    so import oldest first).
+
+    Raises:
+        ValueError: The export is malformed or holds an invalid identifier.
+        CheckpointCapacityError: The thread would exceed a limit; nothing changed.
+
+    Runtime complexity: O(size of the export and of the existing thread).
+    """
+    if not isinstance(export, ThreadExport):
+        raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
+    limits = store.limits
+    target_id = identifiers.check_identifier("thread_id", export.thread_id if thread_id is None else thread_id, limits)
+    if not isinstance(export.namespaces, Mapping):
+        raise ValueError(f"namespaces must be a mapping, got {type(export.namespaces).__name__}")
+    namespaces = {name: checked_namespace(name, space, limits) for name, space in export.namespaces.items()}
+    largest = max(
+        (space.state_size(record) for space in namespaces.values() for record in space.records.values()), default=0
+    )
+    with store.lock:
+        now = store.clock()
+        if now >= store.next_expiry:
+            policy.expire(store, now, target_id)
+        if largest > limits.max_checkpoint_bytes:
+            policy.reject(store, "max_checkpoint_bytes", limits.max_checkpoint_bytes, largest, target_id)
+        if namespaces:
+            thread = install(store, target_id, namespaces, now, keep=[])
+            thread.last_used = now - max(0.0, idle_seconds)
+            store.next_expiry = min(store.next_expiry, thread.last_used + limits.idle_ttl_seconds)
+
+
+def install(
+    store: Store, target_id: str, namespaces: Mapping[str, Namespace], now: float, keep: list[Thread]
+) -> Thread:
+    """Merge namespaces into the thread ``target_id`` (created if absent), within the limits; return it.
+
+    Builds the merged thread aside, decides feasibility, evicts what must go,
+    then swaps it in at the most recently used end. ``keep`` are threads that
+    must not be evicted for it.
+
+    Runtime complexity: O(size of the merged thread), plus O(namespaces + runs) per thread evicted.
+    """
+    limits = store.limits
+    target = store.threads.get(target_id)
+    merged = Thread(target_id, now, -1)
+    if target is not None:
+        _absorb(merged, target.namespaces)
+        keep = [*keep, target]
+    _absorb(merged, namespaces)
+    totals = merged.recount()
+    merged.nbytes, merged.checkpoints, merged.writes, merged.blobs = (
+        totals.nbytes,
+        totals.checkpoints,
+        totals.writes,
+        totals.blobs,
+    )
+    merged.runs = merged.recount_runs()
+    if len(merged.namespaces) > limits.max_namespaces_per_thread:
+        policy.reject(
+            store, "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
+        )
+    if merged.checkpoints > limits.max_checkpoints_per_thread:
+        policy.reject(
+            store, "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.checkpoints, target_id
+        )
+    before = target.nbytes if target is not None else 0
+    growth = merged.nbytes - before
+    if store.nbytes + growth > limits.max_total_bytes or (target is None and len(store.threads) >= limits.max_threads):
+        policy.make_room(store, growth, keep, target_id, now, target is None)
+    if target is not None:
+        store.unlink(target)
+        merged.created = target.created
+    else:
+        merged.created = next(store.creation)
+    store.threads[target_id] = merged
+    store.nbytes += merged.nbytes
+    store.checkpoints += merged.checkpoints
+    store.writes += merged.writes
+    store.blobs += merged.blobs
+    store.namespaces += len(merged.namespaces)
+    for run_id in merged.runs:
+        store.runs.setdefault(run_id, set()).add(target_id)
+    store.tombstones.forget(target_id)
+    store.next_expiry = min(store.next_expiry, now + limits.idle_ttl_seconds)
+    if store.changed is not None:
+        store.changed.add(target_id)
+    return merged
+
+
+def _absorb(thread: Thread, namespaces: Mapping[str, Namespace]) -> None:
+    """Add the contents of ``namespaces`` to a thread set aside, their records winning on equal keys.
+
+    Records are immutable, so they are shared, not copied; containers are new.
+    Runtime complexity: O((n + m) log(n + m)) per namespace for the merged ids, O(size) besides.
+    """
+    for name, source in namespaces.items():
+        space = thread.namespaces.get(name)
+        if space is None:
+            space = thread.namespaces[name] = Namespace()
+        space.blobs.update(source.blobs)
+        space.records.update(source.records)
+        space.ids = sorted(space.records)
+        for checkpoint_id, writes in source.writes.items():
+            stored = space.writes.get(checkpoint_id)
+            if stored is None:
+                space.writes[checkpoint_id] = dict(writes)
+            else:
+                stored.update(writes)
+
+
+def snapshot(store: Store) -> tuple[list[tuple[ThreadExport, float]], float]:
+    """Every live thread's export with its idle seconds, least recently used first, and the clock.
+
+    Only threads changed since the previous snapshot are exported (the others'
+    exports are reused: records are immutable), so a periodic snapshot holds
+    writers up for a copy of the changed threads, not of the store. Threads
+    past their TTL are left out. Called with the lock held.
+
+    Runtime complexity: O(T + size of the changed threads).
+    """
+    now = store.clock()
+    ttl = store.limits.idle_ttl_seconds
+    if store.exports is None or store.changed is None:
+        store.exports, store.changed = {}, set(store.threads)
+    exports, changed = store.exports, store.changed
+    for thread_id in changed:
+        thread = store.threads.get(thread_id)
+        if thread is None:
+            exports.pop(thread_id, None)
+        else:
+            exports[thread_id] = export(thread)
+    changed.clear()
+    return [
+        (exports[thread_id], now - thread.last_used)
+        for thread_id, thread in store.threads.items()
+        if now - thread.last_used < ttl
+    ], now

@@ -1,0 +1,278 @@
+"""What the limits do: expiry, eviction, rejection, refusal of dropped threads, rolling history.
+
+Every function here is reached from a store transaction through one inline
+test, only when it has work to do, and is called with the store's lock held
+(``purge_expired`` takes it itself, batch by batch).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
+
+from engine import identifiers, lineage, moves
+from engine.errors import CheckpointCapacityError, ThreadEvictedError
+from engine.namespace import EMPTY_NAMESPACE, Namespace, Removal, plan_removal
+from engine.records import Blob, BlobKey, CheckpointRecord
+from engine.thread import Thread
+from engine.tombstones import DroppedThread
+
+if TYPE_CHECKING:
+    from engine.store import Store
+
+EXPIRY_BUDGET = 4
+"""Idle threads an operation removes from the front of the LRU order, besides the one it touches."""
+
+PURGE_BATCH = 256
+"""Idle threads ``purge_expired`` removes per hold of the lock."""
+
+# --- expiry ------------------------------------------------------------------------------------------
+
+
+def expire(store: Store, now: float, touched: str | None) -> None:
+    """Remove the thread an operation touches if it has expired (lazily), and at most
+    ``EXPIRY_BUDGET`` of the oldest idle threads (actively); then reset ``next_expiry``.
+
+    Runtime complexity: O(EXPIRY_BUDGET + 1) threads removed, each O(namespaces +
+    runs), plus its export when a hook is set.
+    """
+    ttl = store.limits.idle_ttl_seconds
+    threads = store.threads
+    if touched is not None:
+        thread = threads.get(touched)
+        if thread is not None and now - thread.last_used >= ttl:
+            _expire_one(store, thread, ttl, now)
+    for _ in range(EXPIRY_BUDGET):
+        if not threads:
+            break
+        oldest = next(iter(threads.values()))
+        if now - oldest.last_used < ttl:
+            break
+        _expire_one(store, oldest, ttl, now)
+    store.next_expiry = next(iter(threads.values())).last_used + ttl if threads else math.inf
+
+
+def purge_expired(store: Store) -> int:
+    """Remove every expired thread, ``PURGE_BATCH`` per hold of the lock; return how many.
+
+    Runtime complexity: O(expired threads): they are at the front of the LRU
+    order. No other caller waits longer than one batch.
+    """
+    removed = 0
+    while True:
+        with store.lock:
+            now = store.clock()
+            ttl = store.limits.idle_ttl_seconds
+            threads = store.threads
+            batch = 0
+            while threads and batch < PURGE_BATCH:
+                oldest = next(iter(threads.values()))
+                if now - oldest.last_used < ttl:
+                    break
+                _expire_one(store, oldest, ttl, now)
+                batch += 1
+            store.next_expiry = next(iter(threads.values())).last_used + ttl if threads else math.inf
+        removed += batch
+        if batch < PURGE_BATCH:
+            return removed
+
+
+def _expire_one(store: Store, thread: Thread, ttl: float, now: float) -> None:
+    remove(store, thread, "idle_ttl_seconds", ttl, now)
+    store.expired += 1
+
+
+# --- eviction and rejection ------------------------------------------------------------------------------
+
+
+def make_room(store: Store, growth: int, keep: Sequence[Thread], thread_id: str, now: float, adds_thread: bool) -> None:
+    """Remove least-recently-used threads, never those in ``keep``, so that the store can
+    grow by ``growth`` bytes (and one thread if ``adds_thread``); or reject.
+
+    Feasibility is decided first: a rejection evicts nobody. An idle thread past
+    its TTL taken on the way counts as expired, not evicted.
+
+    Raises:
+        CheckpointCapacityError: ``max_total_bytes`` or ``max_threads`` cannot be
+            met even with every other thread gone.
+
+    Runtime complexity: O(len(keep)) per thread removed, each O(namespaces +
+    runs), plus its export when a hook is set.
+    """
+    limits = store.limits
+    kept = sum(thread.nbytes for thread in keep) + growth
+    if kept > limits.max_total_bytes:
+        reject(store, "max_total_bytes", limits.max_total_bytes, kept, thread_id)
+    if adds_thread and len(keep) + 1 > limits.max_threads:
+        reject(store, "max_threads", limits.max_threads, len(keep) + 1, thread_id)
+    threads = store.threads
+    ttl = limits.idle_ttl_seconds
+    while True:
+        if adds_thread and len(threads) + 1 > limits.max_threads:
+            limit = "max_threads"
+        elif store.nbytes + growth > limits.max_total_bytes:
+            limit = "max_total_bytes"
+        else:
+            return
+        victim = next(thread for thread in threads.values() if thread not in keep)
+        if now - victim.last_used >= ttl:
+            _expire_one(store, victim, ttl, now)
+        elif limit == "max_threads":
+            remove(store, victim, limit, limits.max_threads, now)
+            store.evicted_for_threads += 1
+        else:
+            remove(store, victim, limit, limits.max_total_bytes, now)
+            store.evicted_for_bytes += 1
+
+
+def remove(store: Store, thread: Thread, limit: str, limit_value: float, now: float) -> None:
+    """Evict or expire a thread whole: leave a tombstone, queue its announcement, unlink it.
+
+    Runtime complexity: O(namespaces + runs), plus its export when a hook is set.
+    """
+    newest = max((space.ids[-1] for space in thread.namespaces.values() if space.ids), default=None)
+    record = DroppedThread(thread.thread_id, limit, limit_value, now, newest)
+    store.tombstones.remember(record)
+    if store.announcements.hook is not None:
+        store.announcements.queue.append((record, moves.export(thread)))
+    store.unlink(thread)
+
+
+def reject(store: Store, limit: str, limit_value: float, needed: float, thread_id: str | None) -> NoReturn:
+    """Count a rejection and raise its ``CheckpointCapacityError``. Runtime complexity: O(1)."""
+    store.rejections[limit] += 1
+    raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
+
+
+# --- new threads and namespaces -----------------------------------------------------------------------------
+
+
+def admit_location(store: Store, thread: Thread | None, thread_id: str, namespace: str) -> None:
+    """Check the identifiers a write adds as new keys, and ``max_namespaces_per_thread``.
+
+    Raises:
+        ValueError: A new thread id or namespace is invalid.
+        CheckpointCapacityError: The thread would have one namespace too many.
+
+    Runtime complexity: O(length of the identifiers).
+    """
+    limits = store.limits
+    if thread is None:
+        identifiers.check_identifier("thread_id", thread_id, limits)
+    identifiers.check_namespace(namespace, limits)
+    count = (len(thread.namespaces) if thread is not None else 0) + 1
+    if count > limits.max_namespaces_per_thread:
+        reject(store, "max_namespaces_per_thread", limits.max_namespaces_per_thread, count, thread_id)
+
+
+# --- writes that continue a dropped thread --------------------------------------------------------------------
+
+
+def refuse_continuation(store: Store, thread_id: str, space: Namespace, continues: str | None, now: float) -> bool:
+    """Refuse a write that continues a checkpoint of a thread since evicted or expired.
+
+    Returns True when the write starts the thread afresh (its tombstone may go
+    once the write is stored).
+
+    Raises:
+        ThreadEvictedError: The write continues the dropped thread's state.
+
+    Runtime complexity: O(1).
+    """
+    record = store.tombstones.records[thread_id]
+    if not record.continued_by(continues) or continues in space.records:
+        return True
+    store.rejections[record.limit] += 1
+    raise ThreadEvictedError(
+        record.limit,
+        record.limit_value,
+        thread_id=thread_id,
+        checkpoint_id=continues or "",
+        seconds_ago=now - record.dropped_at,
+    )
+
+
+# --- rolling history --------------------------------------------------------------------------------------------
+
+
+class RollingPlan(NamedTuple):
+    """The removals, per namespace, that make room for a new checkpoint under ``prune_oldest``."""
+
+    removals: dict[str, Removal]
+    freed_bytes: int
+
+
+def plan_rolling(
+    store: Store, thread: Thread, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
+) -> RollingPlan:
+    """The thread's oldest checkpoints that make room for ``record``, or a rejection.
+
+    Under ``on_checkpoint_limit="prune_oldest"``, takes the thread's oldest
+    checkpoints (ids are time-ordered, so across namespaces too), a tenth of the
+    limit at a time, so that this O(n) planning is paid once per that many puts.
+    Never takes the new checkpoint's parent, nor an ancestor that a kept
+    checkpoint (or the new one) needs to rebuild a delta channel. Changes nothing.
+
+    Raises:
+        CheckpointCapacityError: ``max_checkpoints_per_thread``, under ``"reject"``
+            or when too little can be taken.
+
+    Runtime complexity: O(n log n + n * d) for the n checkpoints of the thread
+    and d delta channels.
+    """
+    limits = store.limits
+    maximum = limits.max_checkpoints_per_thread
+    count = thread.checkpoints + 1
+    if limits.on_checkpoint_limit != "prune_oldest":
+        reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id)
+    wanted = count - maximum + max(1, int(maximum // 10)) - 1
+    oldest_first = list(
+        heapq.merge(*(zip(space.ids, itertools.repeat(name)) for name, space in thread.namespaces.items()))
+    )
+    written = thread.namespaces.get(namespace)
+    parent = written.records.get(record.parent_id) if written is not None and record.parent_id else None
+    # Remove the oldest `cut` checkpoints except those a survivor needs; when that
+    # frees too few (the survivors just past the cut lean on the ones before it),
+    # move the cut forward, so that whole old chains go first.
+    cut = wanted
+    taken: dict[str, list[str]] = {}
+    while cut <= len(oldest_first):
+        keep: dict[str, list[CheckpointRecord]] = {namespace: [record] + ([parent] if parent else [])}
+        for checkpoint_id, name in oldest_first[cut:]:
+            keep.setdefault(name, []).append(thread.namespaces[name].records[checkpoint_id])
+        required = {
+            name: lineage.required_ancestors(thread.namespaces.get(name, EMPTY_NAMESPACE), records)
+            for name, records in keep.items()
+        }
+        taken = {}
+        for checkpoint_id, name in oldest_first[:cut]:
+            if checkpoint_id in required.get(name, ()) or (
+                parent is not None and checkpoint_id == parent.checkpoint_id
+            ):
+                continue
+            taken.setdefault(name, []).append(checkpoint_id)
+        shortfall = wanted - sum(map(len, taken.values()))
+        if shortfall <= 0 or cut == len(oldest_first):
+            break
+        cut = min(len(oldest_first), cut + shortfall)
+    if sum(map(len, taken.values())) < count - maximum:
+        reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id)
+    keep_blobs = set(record.blob_keys()) | set(new_blobs)
+    removals = {
+        name: plan_removal(thread.namespaces[name], ids, keep_blobs if name == namespace else ())
+        for name, ids in taken.items()
+    }
+    return RollingPlan(removals, sum(removal.freed.nbytes for removal in removals.values()))
+
+
+def apply_rolling(store: Store, thread: Thread, plan: RollingPlan) -> None:
+    """Carry out a plan of ``plan_rolling``, counting the checkpoints pruned.
+
+    Runtime complexity: that of ``lineage.remove_checkpoints`` per namespace.
+    """
+    for name, removal in plan.removals.items():
+        lineage.remove_checkpoints(store, thread, name, removal)
+        store.pruned_checkpoints += len(removal.checkpoint_ids)

@@ -1,0 +1,84 @@
+"""Handing dropped threads to ``on_evict`` without blocking an event loop.
+
+The engine queues each thread it evicts or expires (``engine.hooks``); the
+saver method whose call dropped it delivers the queue once the engine has
+released its lock, one announcement at a time, in drop order:
+
+* from a sync method, in the calling thread (an ``async def`` hook runs to
+  completion on an event loop of its own);
+* from an async method, a sync hook runs in a worker thread, so a slow hook
+  (a synchronous write to an archive) never stalls the event loop, and an
+  ``async def`` hook is awaited on the caller's loop.
+
+Either way the caller waits until its announcements are made: a slow hook
+slows the callers that drop threads, and the queue never outgrows what those
+calls dropped. Hook errors are logged and counted in ``stats().drop_hook_errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
+
+from engine.hooks import Announcements, delivering
+
+TURN_WAIT_SECONDS = 0.001
+"""How often an async delivery looks again for its turn while another delivery is under way."""
+
+
+def is_async_hook(hook: object) -> bool:
+    """Whether calling ``hook`` returns a coroutine (``async def``, a partial of one, or an async ``__call__``)."""
+    call = type(hook).__call__ if callable(hook) else None  # an object whose __call__ is async
+    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(call)
+
+
+def deliver(announcements: Announcements) -> None:
+    """Deliver from a sync caller, in its thread. Runtime complexity: the hook's, per thread announced."""
+    hook = announcements.hook
+    if is_async_hook(hook):
+        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)))  # type: ignore[misc]
+    else:
+        announcements.deliver()
+
+
+async def deliver_async(announcements: Announcements) -> None:
+    """Deliver from an async caller without blocking its loop. Runtime complexity: the hook's, per thread."""
+    hook = announcements.hook
+    if not is_async_hook(hook):
+        await asyncio.to_thread(announcements.deliver)
+        return
+    if delivering.get():
+        return  # the hook itself dropped more: the delivery under way announces them
+    turn = announcements.turn
+    while announcements.queue:
+        if not turn.acquire(blocking=False):
+            await asyncio.sleep(TURN_WAIT_SECONDS)  # another delivery is under way and may announce ours
+            continue
+        token = delivering.set(True)
+        try:
+            while announcements.queue:
+                record, export = announcements.queue.popleft()
+                try:
+                    await hook(record, export)  # type: ignore[misc]
+                except Exception:
+                    announcements.failed(record)
+        finally:
+            delivering.reset(token)
+            turn.release()
+
+
+def _run_to_completion(coroutine: Awaitable[object]) -> object:
+    """Run an ``async def`` hook's coroutine from sync code: here if no loop runs in this
+    thread, else on a loop of its own in a helper thread (this thread's loop is blocked anyway)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_as_coroutine(coroutine))
+    with ThreadPoolExecutor(1, thread_name_prefix="on-evict") as helper:
+        return helper.submit(asyncio.run, _as_coroutine(coroutine)).result()
+
+
+async def _as_coroutine(awaitable: Awaitable[object]) -> object:
+    return await awaitable
