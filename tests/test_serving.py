@@ -342,11 +342,6 @@ def test_the_readme_documents_every_variable() -> None:
     assert undocumented == [], "add a row to the README's table of environment variables"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="the Agent Server's gRPC path calls aprune(strategy='delete_all'); saver.prune knows 'delete' only",
-)
 async def test_aprune_accepts_the_strategy_the_agent_server_s_grpc_path_sends() -> None:
     saver = BoundedInMemorySaver()
     put(saver, "t", {"n": 1})
