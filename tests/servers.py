@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 90.0  # seconds; `langgraph dev` is ready in about 2 s here, but CI machines are shared
@@ -47,6 +48,16 @@ def server_environment(extra: Mapping[str, str]) -> dict[str, str]:
     """This process's environment without LangSmith/LangGraph/saver settings, quiet, plus ``extra``."""
     kept = {name: value for name, value in os.environ.items() if not name.startswith(DROPPED_PREFIXES)}
     return {**kept, **QUIET, **extra}
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples ``url`` serves in Prometheus text, by name and sorted labels."""
+    text = httpx.get(url, timeout=10.0).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def venv_bin() -> Path:

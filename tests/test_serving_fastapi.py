@@ -19,9 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import ROOT, ServerProcess, free_port, server_environment
+from tests.servers import ROOT, ServerProcess, free_port, scrape, server_environment
 
 EXAMPLE = ROOT / "examples" / "serving"
 SERVER_PYTHON = Path(os.environ.get("FASTAPI_SERVER_PYTHON", ROOT / ".venv-fastapi-server" / "bin" / "python"))
@@ -159,15 +158,6 @@ def test_the_api_answers_as_with_the_server_s_own_saver(servers: dict[str, str])
     assert statuses[("POST", "/threads/t1/runs")] == 200 and statuses[("GET", "/threads/e7")] == 404
 
 
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{url}/metrics", timeout=10.0).text
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def test_limits_hold_and_show_in_the_metrics(servers: dict[str, str]) -> None:
     for index in range(2 * MAX_THREADS):
         response = httpx.post(
@@ -176,7 +166,7 @@ def test_limits_hold_and_show_in_the_metrics(servers: dict[str, str]) -> None:
             timeout=60.0,
         )
         assert response.status_code == 200
-    metrics = scrape(servers["ours"])
+    metrics = scrape(f"{servers['ours']}/metrics")
     assert metrics[("langgraph_checkpoint_bounded_max_threads", ())] == MAX_THREADS
     assert metrics[("langgraph_checkpoint_bounded_threads", ())] <= MAX_THREADS
     assert metrics[("langgraph_checkpoint_bounded_evictions_total", (("reason", "max_threads"),))] >= MAX_THREADS
@@ -188,7 +178,7 @@ def test_an_oversize_run_is_refused_but_with_a_different_status(servers: dict[st
     The run changes nothing either way, and the rejection is counted.
     """
     body = {"assistant_id": "agent", "input": {"messages": ["x" * (2 * MAX_CHECKPOINT_BYTES)]}}
-    rejected_before = scrape(servers["ours"]).get(
+    rejected_before = scrape(f"{servers['ours']}/metrics").get(
         ("langgraph_checkpoint_bounded_rejections_total", (("limit", "max_checkpoint_bytes"),)), 0.0
     )
     statuses = {
@@ -198,7 +188,7 @@ def test_an_oversize_run_is_refused_but_with_a_different_status(servers: dict[st
     assert statuses == {"ours": 500, "stock": 507}
     for url in servers.values():
         assert httpx.get(f"{url}/threads/big/state", timeout=10.0).json()["values"] == {}
-    rejected = scrape(servers["ours"])[
+    rejected = scrape(f"{servers['ours']}/metrics")[
         ("langgraph_checkpoint_bounded_rejections_total", (("limit", "max_checkpoint_bytes"),))
     ]
     assert rejected == rejected_before + 1

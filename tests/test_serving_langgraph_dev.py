@@ -19,10 +19,9 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from saver import BoundedInMemorySaver
-from tests.servers import ROOT, ServerProcess, free_port, server_environment, venv_bin
+from tests.servers import ROOT, ServerProcess, free_port, scrape, server_environment, venv_bin
 
 EXAMPLE = ROOT / "examples" / "serving"
 MAX_THREADS = 4
@@ -73,12 +72,7 @@ class AgentServer:
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """The samples of /metrics, by name and labels."""
-        text = httpx.get(f"{self.url}/metrics", timeout=10.0).text
-        return {
-            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
+        return scrape(f"{self.url}/metrics")
 
 
 def example_copy(folder: Path) -> Path:
