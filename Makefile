@@ -3,17 +3,29 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# fastapi-langgraph-server needs Python 3.12+ (the project: 3.11+), so its test serves it from a venv of its own.
+SERVER_VENV ?= .venv-fastapi-server
+SERVER_STAMP := $(SERVER_VENV)/.installed
+PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
+	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$candidate; break; }; done)
 
 .PHONY: install demo test lint soak bench bench-full bench-instructions clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
-install: $(STAMP)
+install: $(STAMP) $(SERVER_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test,bench,dev]"
 	touch $(STAMP)
+
+$(SERVER_STAMP): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "fastapi-langgraph-server needs Python 3.12+; none found: make PYTHON312=/path/to/python3.12"; exit 1; }
+	$(PYTHON312) -m venv $(SERVER_VENV)
+	$(SERVER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SERVER_VENV)/bin/python -m pip install --quiet -e ".[fastapi-server]"
+	touch $(SERVER_STAMP)
 
 demo: install
 	$(BIN)/python examples/demo.py
@@ -46,4 +58,4 @@ bench-instructions: install
 	$(BIN)/python benchmarks/instruction_counts.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(SERVER_VENV) .pytest_cache .hypothesis .benchmarks

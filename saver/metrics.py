@@ -1,0 +1,150 @@
+"""Prometheus metrics of a saver, read from ``stats()`` and ``config`` when scraped.
+
+```python
+from saver.metrics import register_metrics
+
+register_metrics(checkpointer)  # the default registry: what prometheus_client.generate_latest() serves
+```
+
+Needs the ``metrics`` extra (``pip install langgraph-checkpoint-bounded[metrics]``). Nothing runs on
+the write path: a scrape calls ``stats()`` (O(1)) and reads the config.
+
+Every name starts with ``langgraph_checkpoint_bounded_``:
+
+- gauges of what the store holds: ``threads``, ``namespaces``, ``checkpoints``, ``pending_writes``,
+  ``blobs``, ``total_bytes`` (counted serialized bytes), ``dropped_thread_records`` and
+  ``dropped_thread_record_bytes``;
+- one gauge per numeric config field, named as the field: ``max_threads``, ``max_total_bytes``,
+  ``idle_ttl_seconds``... (``+Inf`` for a lifted limit);
+- counters since the saver was created: ``evictions_total{reason=<limit>}``,
+  ``expired_threads_total``, ``rejections_total{limit=<limit>}``, ``pruned_checkpoints_total`` and
+  ``drop_hook_errors_total``.
+
+A registry exports one saver: its metric names carry no saver label. Registering the same saver
+again (or a ``with_allowlist()`` copy of it, which shares its store) returns the collector already
+registered; registering a different one raises ``ValueError``. Give a second saver a
+``CollectorRegistry`` of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import fields
+from weakref import WeakKeyDictionary
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
+
+from saver.saver import BoundedInMemorySaver
+
+PREFIX = "langgraph_checkpoint_bounded_"
+STATS_NOT_EXPORTED = {  # StoreStats fields with no metric of their own, and why
+    "max_total_bytes": "the max_total_bytes gauge exports every configured limit",
+    "evicted_threads": "the sum of evictions_total over its reasons",
+}
+
+
+class SaverCollector(Collector):
+    """Reads a saver's ``stats()`` and ``config`` at every scrape.
+
+    Args:
+        saver: The saver whose counters it exports.
+    """
+
+    def __init__(self, saver: BoundedInMemorySaver) -> None:
+        self.saver = saver
+
+    def collect(self) -> Iterator[Metric]:
+        """The metric families of one scrape. Runtime complexity: O(config fields + limits that rejected)."""
+        stats = self.saver.stats()
+        yield _gauge("threads", "Threads stored.", stats.threads)
+        yield _gauge("namespaces", "Namespaces stored, over all threads.", stats.namespaces)
+        yield _gauge("checkpoints", "Checkpoints stored.", stats.checkpoints)
+        yield _gauge("pending_writes", "Pending writes stored.", stats.pending_writes)
+        yield _gauge("blobs", "Channel values stored.", stats.blobs)
+        yield _gauge(
+            "total_bytes", "Serialized payload bytes stored, as max_total_bytes counts them.", stats.total_bytes
+        )
+        yield _gauge("dropped_thread_records", "Evicted or expired threads remembered.", stats.dropped_thread_records)
+        yield _gauge("dropped_thread_record_bytes", "Bytes those records hold.", stats.dropped_thread_record_bytes)
+        yield _counter(
+            "evictions",
+            "Threads evicted whole, by the limit that evicted them.",
+            "reason",
+            {"max_threads": stats.evicted_for_threads, "max_total_bytes": stats.evicted_for_bytes},
+        )
+        yield _counter("expired_threads", "Threads removed after idle_ttl_seconds unused.", None, stats.expired_threads)
+        yield _counter("rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections)
+        yield _counter(
+            "pruned_checkpoints", "Oldest checkpoints dropped by prune_oldest.", None, stats.pruned_checkpoints
+        )
+        yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", None, stats.drop_hook_errors)
+        yield from self._settings()
+
+    def _settings(self) -> Iterable[Metric]:
+        config = self.saver.config
+        for field in fields(config):
+            value = getattr(config, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield _gauge(field.name, f"Configured {field.name} (InMemoryCheckpointConfig).", value)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, documentation, value=value)
+
+
+def _counter(name: str, documentation: str, label: str | None, counts: int | Mapping[str, int]) -> CounterMetricFamily:
+    """A counter family (exposed as ``<name>_total``): one value, or one per label value."""
+    if label is None:
+        return CounterMetricFamily(PREFIX + name, documentation, value=counts)
+    family = CounterMetricFamily(PREFIX + name, documentation, labels=[label])
+    for label_value, count in sorted(counts.items()):
+        family.add_metric([label_value], count)
+    return family
+
+
+_registered: WeakKeyDictionary[CollectorRegistry, SaverCollector] = WeakKeyDictionary()
+_registered_lock = threading.Lock()
+
+
+def register_metrics(saver: BoundedInMemorySaver, registry: CollectorRegistry | None = None) -> SaverCollector:
+    """Export a saver's metrics from ``registry`` (default: ``prometheus_client.REGISTRY``).
+
+    Registering the same saver again returns the collector already registered.
+
+    Raises:
+        ValueError: The registry already exports another saver.
+
+    Runtime complexity: O(1) (the registry may scrape once to learn the metric names).
+    """
+    registry = REGISTRY if registry is None else registry
+    with _registered_lock:
+        existing = _registered.get(registry)
+        if existing is not None:
+            if existing.saver.store is saver.store:
+                return existing
+            raise ValueError(
+                "this registry already exports the metrics of another saver, under the same names: give the "
+                "second saver a registry of its own (register_metrics(saver, CollectorRegistry())), or "
+                "unregister_metrics() the first"
+            )
+        collector = SaverCollector(saver)
+        registry.register(collector)
+        _registered[registry] = collector
+        return collector
+
+
+def unregister_metrics(saver: BoundedInMemorySaver, registry: CollectorRegistry | None = None) -> bool:
+    """Stop exporting a saver's metrics from ``registry``; return whether they were registered.
+
+    Runtime complexity: O(1).
+    """
+    registry = REGISTRY if registry is None else registry
+    with _registered_lock:
+        existing = _registered.get(registry)
+        if existing is None or existing.saver.store is not saver.store:
+            return False
+        registry.unregister(existing)
+        del _registered[registry]
+        return True

@@ -1,0 +1,402 @@
+"""The saver behind a server: one process-wide saver, configured from the environment.
+
+LangGraph's Agent Server (``langgraph dev``, langgraph-api) names it in ``langgraph.json``
+with the dotted path form, the one its loader imports as a module::
+
+    {"graphs": {"agent": "./graph.py:graph"}, "checkpointer": {"path": "saver.serving.checkpointer"}}
+
+(``./my_checkpointer.py:checkpointer`` works too, for a file of your own that does
+``from saver.serving import checkpointer``; ``saver.serving:checkpointer`` does not: see the
+README's "Serving".) fastapi-langgraph-server takes the saver itself::
+
+    create_app(StandaloneAppConfig(assistants=..., checkpointer=shared_saver()))
+
+Every field of ``InMemoryCheckpointConfig`` can be set from an environment variable
+``BOUNDED_SAVER_<FIELD>`` (``BOUNDED_SAVER_MAX_THREADS=500``), in the unit the config uses.
+The parsers are chosen by each field's type annotation, so a field added to the config is
+covered without a change here (a test fails if its type has no parser).
+
+Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
+and lives as long as the process. The Agent Server enters the factory once per OS thread and
+exits it only from the thread that runs its lifespan, so entries are counted: when the last one
+exits the saver is closed (with ``autosave_path``: autosave stops after one last save), and a
+later entry resumes autosaving. An ``atexit`` hook closes it at interpreter exit too, for the
+entries that never exit and for ``shared_saver()`` users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import importlib
+import importlib.util
+import logging
+import math
+import os
+import re
+import threading
+import types
+import typing
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, fields
+from functools import cache
+
+from saver.config import InMemoryCheckpointConfig
+from saver.saver import BoundedInMemorySaver
+from saver.snapshot import SnapshotError
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "BOUNDED_SAVER_"
+UNSET_OPTIONAL = ""  # an optional field set to the empty string means None (compose files "unset" that way)
+
+
+class ServingConfigError(ValueError):
+    """An environment variable ``BOUNDED_SAVER_*`` is unknown or holds an invalid value."""
+
+
+# --- environment variables -----------------------------------------------------------------
+
+
+class _Invalid(ValueError):
+    """A raw value that a parser refused; the caller adds the variable's name."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one config field is read from its environment variable.
+
+    Attributes:
+        field: The ``InMemoryCheckpointConfig`` field.
+        variable: Its environment variable, ``BOUNDED_SAVER_<FIELD>``.
+        expected: What a valid value looks like, for error messages and the README.
+        parse: Turns the raw string into the field's value; raises ``_Invalid``.
+        secret: The value is never echoed, in errors or logs.
+    """
+
+    field: str
+    variable: str
+    expected: str
+    parse: Callable[[str], object]
+    secret: bool = False
+
+    def read(self, raw: str) -> object:
+        """The field's value from the variable's raw string. Runtime complexity: O(len(raw))."""
+        try:
+            return self.parse(raw)
+        except _Invalid as error:
+            shown = "(value hidden)" if self.secret else f"is {raw!r}"
+            message = f"{self.variable} {shown}: expected {self.expected}. {error}".rstrip()
+            raise ServingConfigError(message) from (None if self.secret else error.__cause__)
+
+
+_DIGITS = re.compile(r"[0-9]+(_[0-9]+)*")
+
+
+def _whole_number(raw: str) -> float:
+    text = raw.strip()
+    if text.lower() in ("inf", "infinity"):
+        return math.inf  # lifts the limit, as math.inf does in the config
+    if _DIGITS.fullmatch(text) is None:
+        raise _Invalid("")
+    return int(text)
+
+
+def _seconds(raw: str) -> float:
+    try:
+        return float(raw.strip())  # accepts 1.5, 1e3, 1_800, inf
+    except ValueError:
+        raise _Invalid("") from None
+
+
+def _word(raw: str) -> str:
+    text = raw.strip()
+    if not text:
+        raise _Invalid("")
+    return text  # the config names the allowed values if this is not one of them
+
+
+def _boolean(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise _Invalid("")
+
+
+def _optional(parse: Callable[[str], object]) -> Callable[[str], object]:
+    def parse_optional(raw: str) -> object:
+        return None if raw.strip() == UNSET_OPTIONAL else parse(raw)
+
+    return parse_optional
+
+
+def _path(raw: str) -> str:
+    return raw.strip()
+
+
+def _secret(raw: str) -> str:
+    return raw  # kept exactly: stripping would silently change a key
+
+
+def _callable(raw: str) -> Callable[..., object]:
+    module_name, colon, attribute = raw.strip().partition(":")
+    if not colon or not module_name or not attribute:
+        raise _Invalid("")
+    try:
+        target: object = importlib.import_module(module_name)
+    except Exception as error:
+        raise _Invalid(f"Importing {module_name!r} failed: {type(error).__name__}: {error}") from error
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise _Invalid(f"{module_name!r} has no attribute {attribute!r}.")
+        target = getattr(target, part)
+    if not callable(target):
+        raise _Invalid(f"{raw.strip()!r} is a {type(target).__name__}, not a callable.")
+    return target
+
+
+def _unit(field_name: str) -> str:
+    if field_name.endswith("_bytes"):
+        return "bytes"
+    if field_name.endswith("_seconds"):
+        return "seconds"
+    return "count"
+
+
+def _setting_for(field_name: str, annotation: object) -> Setting | None:
+    """The parser a field's type annotation calls for, or None for a type no parser handles."""
+    variable = ENV_PREFIX + field_name.upper()
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)  # Optional[X] as well as X | None
+    members = set(typing.get_args(annotation)) if is_union else {annotation}
+    optional = type(None) in members
+    members.discard(type(None))
+    unit = _unit(field_name)
+
+    def setting(expected: str, parse: Callable[[str], object], *, secret: bool = False) -> Setting:
+        if optional:
+            return Setting(field_name, variable, f"{expected}, or empty for none", _optional(parse), secret)
+        return Setting(field_name, variable, expected, parse, secret)
+
+    if members == {int}:
+        noun = "a whole number of bytes" if unit == "bytes" else "a whole number"
+        return setting(f"{noun} (digits, _ separators allowed), or inf to lift the limit", _whole_number)
+    if members == {float}:
+        return setting(f"a number of {unit} such as 1800 or 0.5, or inf", _seconds)
+    if members == {bool}:
+        return setting("true or false", _boolean)
+    if members == {str} and optional:
+        return setting("a file path", _path)
+    if members == {str}:
+        return setting("one of the values the config allows", _word)
+    if members == {str, bytes}:
+        return setting("a secret string", _secret, secret=True)
+    if len(members) == 1 and typing.get_origin(next(iter(members))) is Callable:
+        return setting("an import path package.module:attribute naming a callable", _callable)
+    return None
+
+
+@cache
+def settings() -> dict[str, Setting]:
+    """Every ``InMemoryCheckpointConfig`` field that can be set from the environment, by field name.
+
+    Runtime complexity: O(fields), once per process.
+    """
+    hints = typing.get_type_hints(InMemoryCheckpointConfig)
+    found = {field.name: _setting_for(field.name, hints[field.name]) for field in fields(InMemoryCheckpointConfig)}
+    return {name: setting for name, setting in found.items() if setting is not None}
+
+
+def fields_without_setting() -> list[str]:
+    """Config fields whose type no parser handles (a test keeps this empty). Runtime complexity: O(fields)."""
+    return [field.name for field in fields(InMemoryCheckpointConfig) if field.name not in settings()]
+
+
+def config_from_env(environ: Mapping[str, str] | None = None) -> InMemoryCheckpointConfig:
+    """An ``InMemoryCheckpointConfig`` from the ``BOUNDED_SAVER_*`` variables; the defaults elsewhere.
+
+    Args:
+        environ: The variables to read; ``os.environ`` if omitted.
+
+    Raises:
+        ServingConfigError: A variable names no field, holds a value of the wrong form, or a value
+            the config refuses. The message names the variable and what it expected, never the value
+            of a secret.
+
+    Runtime complexity: O(variables + fields).
+    """
+    environ = os.environ if environ is None else environ
+    known = settings()
+    chosen: dict[str, tuple[Setting, str]] = {}  # field -> its setting and raw value
+    for variable, raw in sorted(environ.items()):
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        name = variable[len(ENV_PREFIX) :].lower()
+        if name not in known:
+            is_field = name in {field.name for field in fields(InMemoryCheckpointConfig)}
+            why = f"{name} has no parser for its type" if is_field else f"there is no field {name}"
+            choices = ", ".join(sorted(setting.variable for setting in known.values()))
+            raise ServingConfigError(f"{variable} names no InMemoryCheckpointConfig setting ({why}); known: {choices}")
+        chosen[name] = (known[name], raw)
+    values = {name: setting.read(raw) for name, (setting, raw) in chosen.items()}
+    for name in values:  # each value alone first, so that the error names the variable holding it
+        _validated({name: values[name]}, [chosen[name]])
+    return _validated(values, list(chosen.values()))
+
+
+def _validated(values: dict[str, object], named: list[tuple[Setting, str]]) -> InMemoryCheckpointConfig:
+    try:
+        return InMemoryCheckpointConfig(**values)
+    except (ValueError, TypeError) as error:
+        message = str(error)
+        for setting, raw in named:
+            if setting.secret and raw:
+                message = message.replace(repr(raw), "(value hidden)").replace(raw, "(value hidden)")
+        variables = ", ".join(setting.variable for setting, _ in named)
+        raise ServingConfigError(f"{variables}: {message}") from None  # not chained: the cause may echo a secret
+
+
+# --- the one saver of the process ----------------------------------------------------------
+
+
+class _Shared:
+    """The process-wide saver and how many ``checkpointer()`` entries hold it; guarded by ``lock``."""
+
+    lock = threading.Lock()
+    saver: BoundedInMemorySaver | None = None
+    entries = 0
+    atexit_registered = False
+
+
+def shared_saver() -> BoundedInMemorySaver:
+    """The process-wide saver, created from the environment at the first call.
+
+    With ``BOUNDED_SAVER_AUTOSAVE_PATH`` naming an existing snapshot, the saver starts from it
+    (under the current limits, see ``BoundedInMemorySaver.load``). Prometheus metrics are
+    registered in the default registry when ``prometheus_client`` is installed.
+
+    Raises:
+        ServingConfigError: A ``BOUNDED_SAVER_*`` variable is unknown or invalid.
+        SnapshotError: The autosave file exists but is not a readable snapshot (it is left untouched).
+
+    Runtime complexity: O(1) once created; the first call loads the snapshot, O(its size).
+    """
+    with _Shared.lock:
+        return _shared_locked()
+
+
+def _shared_locked() -> BoundedInMemorySaver:
+    if _Shared.saver is None:
+        _Shared.saver = _create(config_from_env())
+        if not _Shared.atexit_registered:
+            atexit.register(_close_at_exit)
+            _Shared.atexit_registered = True
+    return _Shared.saver
+
+
+@asynccontextmanager
+async def checkpointer() -> AsyncIterator[BoundedInMemorySaver]:
+    """Yield the process-wide saver: the factory ``langgraph.json`` names.
+
+    Any number of entries, from any threads and event loops, yield the same saver. The last
+    entry to exit closes it (one last autosave); the next entry resumes autosaving.
+
+    Example:
+        ``{"checkpointer": {"path": "saver.serving.checkpointer"}}`` in ``langgraph.json``.
+
+    Raises:
+        ServingConfigError: A ``BOUNDED_SAVER_*`` variable is unknown or invalid.
+        SnapshotError: The autosave file exists but is not a readable snapshot.
+
+    Runtime complexity: O(1) per entry and exit, plus one snapshot load at the first entry and one
+    save at the last exit, which run in a worker thread so that the event loop is not held up.
+    """
+    saver = await asyncio.to_thread(_enter)
+    try:
+        yield saver
+    finally:
+        await asyncio.to_thread(_exit)
+
+
+def _enter() -> BoundedInMemorySaver:
+    with _Shared.lock:
+        saver = _shared_locked()
+        if _Shared.entries == 0 and saver.config.autosave_path is not None and saver._autosaver is None:
+            saver._start_autosave()  # closed by a previous last exit; BoundedInMemorySaver has no public reopen
+        _Shared.entries += 1
+        return saver
+
+
+def _exit() -> None:
+    with _Shared.lock:  # held through close(), so that an entry cannot slip in between and find autosave stopped
+        _Shared.entries -= 1
+        if _Shared.entries == 0 and _Shared.saver is not None:
+            _Shared.saver.close()
+
+
+def _close_at_exit() -> None:
+    with _Shared.lock:
+        if _Shared.saver is not None:
+            _Shared.saver.close()
+
+
+def reset_shared_saver() -> None:
+    """Close and forget the process-wide saver, so the next use builds one from the environment again.
+
+    For tests. Its metrics leave the default registry with it.
+
+    Runtime complexity: one save if it autosaves.
+    """
+    with _Shared.lock:
+        saver, _Shared.saver, _Shared.entries = _Shared.saver, None, 0
+        if saver is None:
+            return
+        saver.close()
+        if _metrics_available():
+            from saver.metrics import unregister_metrics
+
+            unregister_metrics(saver)
+
+
+def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
+    path = config.autosave_path
+    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        # Otherwise every autosave would fail, logged but unseen, for as long as the server runs.
+        raise ServingConfigError(f"{ENV_PREFIX}AUTOSAVE_PATH: the folder of {path} does not exist")
+    if path is not None and os.path.exists(path):
+        try:
+            saver = BoundedInMemorySaver.load(path, config=config)
+        except SnapshotError as error:
+            raise SnapshotError(
+                f"{path} ({ENV_PREFIX}AUTOSAVE_PATH) is not a readable snapshot: {error}. "
+                "It was left untouched: move it away to start with an empty store."
+            ) from error
+        report = saver.load_report
+        if report is not None:
+            logger.info(
+                "restored %d threads from %s (%d expired, %d evicted, %d rejected under the current limits)",
+                len(report.loaded),
+                path,
+                len(report.expired),
+                len(report.evicted),
+                len(report.rejected),
+            )
+    else:
+        saver = BoundedInMemorySaver(config=config)
+    if _metrics_available():
+        from saver.metrics import register_metrics
+
+        register_metrics(saver)
+    return saver
+
+
+def _metrics_available() -> bool:
+    return importlib.util.find_spec("prometheus_client") is not None
+
+
+if __name__ != "saver.serving":  # pragma: no cover - loaded by file path ("./.../saver/serving.py:checkpointer")
+    # A loader that runs this file as a module of another name would give the process a second saver:
+    # hand out the package module's one instead.
+    from saver.serving import checkpointer, config_from_env, reset_shared_saver, shared_saver  # noqa: F401
