@@ -436,8 +436,8 @@ class Store:
             accepted = dict(zip(map(_write_key, writes), writes, strict=True))
             added = len(accepted)
             growth = batch
-            if stored is not None or added != len(writes):  # writes to merge, or one key twice in the batch
-                accepted, growth, added = plan_writes(stored or _NO_WRITES, writes)
+            if added != len(writes) or (stored is not None and not stored.keys().isdisjoint(accepted)):
+                accepted, growth, added = plan_writes(stored or _NO_WRITES, writes)  # a key repeats or is stored
             if batch > limits.max_pending_write_bytes:
                 policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
             if not accepted:
