@@ -159,34 +159,6 @@ class Namespace:
         )
 
 
-def plan_writes(
-    stored: Mapping[WriteKey, WriteRecord], writes: Iterable[WriteRecord]
-) -> tuple[dict[WriteKey, WriteRecord], int, int]:
-    """The writes ``put_writes`` stores over a checkpoint's ``stored`` writes, the bytes
-    that adds and how many writes it adds, in order: a regular write is kept only if
-    its ``(task_id, idx)`` is not stored yet, a special one (negative ``idx``) replaces.
-
-    Runtime complexity: O(len(writes)).
-    """
-    accepted: dict[WriteKey, WriteRecord] = {}
-    growth = added = 0
-    for write in writes:
-        key = (write.task_id, write.idx)
-        old = accepted.get(key) or stored.get(key)
-        if old is not None:
-            if write.idx >= 0:
-                continue  # a regular write is kept once
-            growth -= old.nbytes
-            if key not in accepted:
-                added -= 1
-        if key not in accepted:
-            added += 1
-        accepted[key] = write
-        growth += write.nbytes
-    return accepted, growth, added
-
-
-_MISSING = object()
 
 EMPTY_NAMESPACE = Namespace()
 """A namespace that is never mutated: what a write plans against when its namespace does not exist yet."""

@@ -25,14 +25,13 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
-from operator import itemgetter
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, moves, policy
 from engine.export import ThreadExport
 from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, Namespace, plan_writes
+from engine.namespace import EMPTY_NAMESPACE, Namespace
 from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
@@ -420,24 +419,45 @@ class Store:
                 target = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
                 policy.refuse_continuation(self, thread_id, target, checkpoint_id, now)
-            # Task ids and channels, and the checkpoint id if it is new, checked all at once, in C;
-            # task paths must be strings. The precise error comes from the slow path.
             stored = target.writes.get(checkpoint_id)
-            new_ids = tuple(chain.from_iterable(map(_task_and_channel, writes)))
-            if stored is None and checkpoint_id not in target.records:
-                new_ids += (checkpoint_id,)
-            try:
-                valid = "".join(new_ids).isprintable() and type("".join(map(_task_path, writes))) is str
-            except TypeError:
-                valid = False
-            if not valid or (new_ids and (min(map(len, new_ids)) == 0 or max(map(len, new_ids)) > max_length)):
-                identifiers.check_writes(checkpoint_id, writes, limits)
-            batch = sum(map(len, map(_value_data, writes))) + sum(map(len, map(_task_path, writes)))
-            accepted = dict(zip(map(_write_key, writes), writes, strict=True))
-            added = len(accepted)
-            growth = batch
-            if added != len(writes) or (stored is not None and not stored.keys().isdisjoint(accepted)):
-                accepted, growth, added = plan_writes(stored or _NO_WRITES, writes)  # a key repeats or is stored
+            if (
+                stored is None
+                and checkpoint_id not in target.records
+                and (
+                    type(checkpoint_id) is not str
+                    or not 0 < len(checkpoint_id) <= max_length
+                    or not checkpoint_id.isprintable()
+                )
+            ):
+                identifiers.refuse("checkpoint_id", checkpoint_id, limits)
+            accepted: dict[tuple[str, int], WriteRecord] = {}
+            batch = growth = added = 0
+            checked_task: object = _MISSING
+            checked_path: object = _MISSING
+            for write in writes:
+                task_id, idx, channel, _, value_data, task_path = write
+                if task_id is not checked_task:
+                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
+                        identifiers.refuse("task_id", task_id, limits)
+                    checked_task = task_id
+                if task_path is not checked_path:
+                    if type(task_path) is not str:
+                        raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                    checked_path = task_path
+                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
+                    identifiers.refuse("channel", channel, limits)
+                size = len(value_data) + len(task_path)
+                batch += size
+                key = (task_id, idx)
+                if key in accepted or (stored is not None and key in stored):
+                    if idx >= 0:
+                        continue  # a regular write is kept once
+                    old = accepted.get(key) or stored[key]  # type: ignore[index]
+                    growth -= len(old.value_data) + len(old.task_path)
+                    added -= 1  # it replaces a write of this batch or a stored one
+                accepted[key] = write
+                growth += size
+                added += 1
             if batch > limits.max_pending_write_bytes:
                 policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
             if not accepted:
@@ -653,11 +673,6 @@ class Store:
             self.changed.add(thread_id)
 
 
-_NO_WRITES: dict[tuple[str, int], WriteRecord] = {}
-_write_key = itemgetter(0, 1)  # WriteRecord.key, in C
-_task_and_channel = itemgetter(0, 2)
-_value_data = itemgetter(4)
-_task_path = itemgetter(5)
 
 
 def _creation_order(thread: Thread) -> int:

@@ -21,8 +21,12 @@ import asyncio
 import inspect
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 
 from engine.hooks import Announcements, delivering
+
+deferred: ContextVar[bool] = ContextVar("deferred", default=False)
+"""Set by an async method around the sync call it makes: that call leaves its announcements to it."""
 
 TURN_WAIT_SECONDS = 0.001
 """How often an async delivery looks again for its turn while another delivery is under way."""
@@ -35,7 +39,12 @@ def is_async_hook(hook: object) -> bool:
 
 
 def deliver(announcements: Announcements) -> None:
-    """Deliver from a sync caller, in its thread. Runtime complexity: the hook's, per thread announced."""
+    """Deliver from a sync caller, in its thread, unless an async method is the caller (``deferred``).
+
+    Runtime complexity: the hook's, per thread announced.
+    """
+    if deferred.get():
+        return
     hook = announcements.hook
     if is_async_hook(hook):
         announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)))  # type: ignore[misc]

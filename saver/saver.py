@@ -372,11 +372,23 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         move); plus, when it happens, the eviction or expiry of other threads
         (``engine.Store.put_checkpoint``).
         """
+        store = self.store
         try:
-            return self._put(config, checkpoint, metadata, new_versions)
+            location = locate(config)
+            record, blobs = codec.encode_checkpoint(
+                self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
+            )
+            store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
+            return {
+                "configurable": {
+                    "thread_id": location.thread_id,
+                    "checkpoint_ns": location.namespace,
+                    "checkpoint_id": record.checkpoint_id,
+                }
+            }
         finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+            if store.announcements.queue:
+                announcing.deliver(store.announcements)
 
     def put_writes(
         self,
@@ -393,11 +405,16 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
         Runtime complexity: O(len(writes)) plus serializing them.
         """
+        store = self.store
         try:
-            self._put_writes(config, writes, task_id, task_path)
+            location = locate(config)
+            if location.checkpoint_id is None:
+                raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+            records = codec.encode_writes(self.serde, writes, task_id, task_path)
+            store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
         finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+            if store.announcements.queue:
+                announcing.deliver(store.announcements)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
@@ -522,14 +539,16 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> RunnableConfig:
         """Async ``put``; serializes large new values in a worker thread."""
         values = checkpoint.get("channel_values", {})
+        token = announcing.deferred.set(True)  # the sync call leaves its announcements to this one
         try:
             if (
                 rough_size(values[channel] for channel in new_versions if channel in values)
                 > self.config.async_offload_bytes
             ):
-                return await asyncio.to_thread(self._put, config, checkpoint, metadata, new_versions)
-            return self._put(config, checkpoint, metadata, new_versions)
+                return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+            return self.put(config, checkpoint, metadata, new_versions)
         finally:
+            announcing.deferred.reset(token)
             if self.store.announcements.queue:
                 await announcing.deliver_async(self.store.announcements)
 
@@ -542,12 +561,14 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     ) -> None:
         """Async ``put_writes``; serializes large writes in a worker thread."""
         pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
+        token = announcing.deferred.set(True)  # the sync call leaves its announcements to this one
         try:
             if rough_size(pairs) > self.config.async_offload_bytes:
-                await asyncio.to_thread(self._put_writes, config, writes, task_id, task_path)
+                await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
             else:
-                self._put_writes(config, writes, task_id, task_path)
+                self.put_writes(config, writes, task_id, task_path)
         finally:
+            announcing.deferred.reset(token)
             if self.store.announcements.queue:
                 await announcing.deliver_async(self.store.announcements)
 
@@ -574,37 +595,6 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
     # --- internals ----------------------------------------------------------------------------------
-
-    def _put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """``put`` without announcing what it dropped (the caller announces, sync or async)."""
-        location = locate(config)
-        record, blobs = codec.encode_checkpoint(
-            self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
-        )
-        self.store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
-        return {
-            "configurable": {
-                "thread_id": location.thread_id,
-                "checkpoint_ns": location.namespace,
-                "checkpoint_id": record.checkpoint_id,
-            }
-        }
-
-    def _put_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-    ) -> None:
-        """``put_writes`` without announcing what it dropped (the caller announces, sync or async)."""
-        location = locate(config)
-        if location.checkpoint_id is None:
-            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
-        records = codec.encode_writes(self.serde, writes, task_id, task_path)
-        self.store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
 
     def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
         location = locate(config)
