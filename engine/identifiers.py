@@ -96,29 +96,6 @@ def check_version(channel: object, version: object, limits: StoreLimits) -> None
     check_identifier(f"version of channel {channel!r:.80}", version, limits)
 
 
-def check_checkpoint_ids(checkpoint_id: object, new_blobs: object, limits: StoreLimits) -> None:
-    """A new checkpoint's id and the keys of its new values, one by one (the slow path of ``put``).
-
-    Runtime complexity: O(total length).
-    """
-    check_identifier("checkpoint_id", checkpoint_id, limits)
-    check_blob_keys(new_blobs, limits)
-
-
-def check_writes(checkpoint_id: object, writes: object, limits: StoreLimits) -> None:
-    """A batch of writes one by one (the slow path of ``put_writes``): its checkpoint id, and
-    each write's task id and channel; its task path must be a string.
-
-    Runtime complexity: O(total length).
-    """
-    check_identifier("checkpoint_id", checkpoint_id, limits)
-    for write in writes:  # type: ignore[attr-defined]
-        check_identifier("task_id", write.task_id, limits)
-        check_identifier("channel", write.channel, limits)
-        if type(write.task_path) is not str:
-            raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
-
-
 def check_blob_keys(keys: object, limits: StoreLimits) -> None:
     """Every ``(channel, version)`` key: a valid channel name and version.
 

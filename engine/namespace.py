@@ -159,7 +159,6 @@ class Namespace:
         )
 
 
-
 EMPTY_NAMESPACE = Namespace()
 """A namespace that is never mutated: what a write plans against when its namespace does not exist yet."""
 

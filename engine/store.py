@@ -24,7 +24,6 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import chain
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, moves, policy
@@ -308,15 +307,12 @@ class Store:
             records = target.records
             blobs = target.blobs
             replaced = records.get(checkpoint_id)
-            # The checkpoint id and the (channel, version) keys of its new values are new to the
-            # store: checked all at once, in C; the precise error comes from the slow path.
-            new_ids = (checkpoint_id, *chain.from_iterable(new_blobs))
-            try:
-                printable = "".join(new_ids).isprintable()
-            except TypeError:  # an int or float version (allowed), or an identifier of the wrong type
-                printable = False
-            if not printable or min(map(len, new_ids)) == 0 or max(map(len, new_ids)) > max_length:
-                identifiers.check_checkpoint_ids(checkpoint_id, new_blobs, limits)
+            if replaced is None and (
+                type(checkpoint_id) is not str
+                or not 0 < len(checkpoint_id) <= max_length
+                or not checkpoint_id.isprintable()
+            ):
+                identifiers.refuse("checkpoint_id", checkpoint_id, limits)
             if (
                 parent_id is not None
                 and parent_id not in records
@@ -328,6 +324,14 @@ class Store:
             record_bytes = len(record.checkpoint_data) + len(record.metadata_data)
             new_bytes = old_bytes = replaced_blobs = 0
             for key, blob in new_blobs.items():
+                channel, version = key  # new keys of the store: checked here, once
+                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
+                    identifiers.refuse("channel", channel, limits)
+                if type(version) is str:
+                    if not 0 < len(version) <= max_length or not version.isprintable():
+                        identifiers.check_version(channel, version, limits)
+                elif type(version) is not int and type(version) is not float:
+                    identifiers.check_version(channel, version, limits)
                 if blob is not None:
                     new_bytes += len(blob[1])
                 old = blobs.get(key, _MISSING)
@@ -671,8 +675,6 @@ class Store:
             lineage.unindex_run(self, run_id, thread_id)
         if self.changed is not None:
             self.changed.add(thread_id)
-
-
 
 
 def _creation_order(thread: Thread) -> int:
