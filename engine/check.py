@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from engine.identifiers import KNOWN_CHANNELS
 from engine.totals import Totals
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ INVARIANTS = (
     "tombstones",  # at most max_dropped_thread_records, their bytes counted
     "announcements",  # nothing is queued without a hook
     "snapshot cache",  # every cached export is of a stored thread or marked changed
+    "known channels",  # every remembered channel name is a valid identifier, at most KNOWN_CHANNELS of them
     "limits",  # every limit holds
 )
 
@@ -83,6 +85,15 @@ def check_store(store: Store) -> None:
     if store.exports is not None:
         stale = [tid for tid in store.exports if tid not in store.threads and tid not in (store.changed or ())]
         _require(not stale, "snapshot cache", f"exports of threads gone unnoticed: {stale[:3]}")
+    _require(
+        len(store.known_channels) <= KNOWN_CHANNELS
+        and all(
+            type(name) is str and 0 < len(name) <= limits.max_identifier_length and name.isprintable()
+            for name in store.known_channels
+        ),
+        "known channels",
+        "an invalid name is remembered as checked",
+    )
     _require(len(store.threads) <= limits.max_threads, "limits", "max_threads exceeded")
     _require(store.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
 

@@ -14,11 +14,19 @@ checked again.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from engine.limits import StoreLimits
 
+if TYPE_CHECKING:
+    from engine.store import Store
+
 NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
+
+KNOWN_CHANNELS = 1_024
+"""Channel names a store remembers as checked. A graph has a handful of channels, so the set
+stays small; a caller inventing new names only empties it (it is cleared when full), and a
+name not remembered is simply checked again."""
 
 
 def check_identifier(field: str, value: object, limits: StoreLimits) -> str:
@@ -46,6 +54,20 @@ def refuse(field: str, value: object, limits: StoreLimits) -> NoReturn:
     """
     check_identifier(field, value, limits)
     raise ValueError(f"{field} must be a str, not a subclass ({type(value).__name__})")
+
+
+def admit_channel(store: Store, channel: object) -> None:
+    """Check a channel name not seen before, then remember it in ``store.known_channels``.
+
+    Runtime complexity: O(length), plus O(KNOWN_CHANNELS) to clear the set once per that many names.
+    """
+    if type(channel) is not str:
+        raise ValueError(f"channel must be a str, got {type(channel).__name__}")
+    check_identifier("channel", channel, store.limits)
+    known = store.known_channels
+    if len(known) >= KNOWN_CHANNELS:
+        known.clear()
+    known.add(channel)
 
 
 def check_namespace(value: object, limits: StoreLimits) -> str:

@@ -94,6 +94,8 @@ class Store:
         announcements: Dropped threads waiting to be handed to ``on_drop``.
         changed: Threads changed since the last snapshot, or None until one is taken.
         exports: The export of each thread as of the last snapshot (None until one is taken).
+        known_channels: Channel names already checked (a graph has a handful; at most
+            ``identifiers.KNOWN_CHANNELS`` are kept).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Store:
         self.announcements = Announcements(on_drop)
         self.changed: set[str] | None = None
         self.exports: dict[str, ThreadExport] | None = None
+        self.known_channels: set[str] = set()
 
     @property
     def on_drop(self) -> DropHook | None:
@@ -323,10 +326,11 @@ class Store:
                 rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
             record_bytes = len(record.checkpoint_data) + len(record.metadata_data)
             new_bytes = old_bytes = replaced_blobs = 0
+            known_channels = self.known_channels
             for key, blob in new_blobs.items():
-                channel, version = key  # new keys of the store: checked here, once
-                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
-                    identifiers.refuse("channel", channel, limits)
+                channel, version = key  # a new key of the store: checked here, once
+                if channel not in known_channels:
+                    identifiers.admit_channel(self, channel)
                 if type(version) is str:
                     if not 0 < len(version) <= max_length or not version.isprintable():
                         identifiers.check_version(channel, version, limits)
@@ -438,6 +442,7 @@ class Store:
             batch = growth = added = 0
             checked_task: object = _MISSING
             checked_path: object = _MISSING
+            known_channels = self.known_channels
             for write in writes:
                 task_id, idx, channel, _, value_data, task_path = write
                 if task_id is not checked_task:
@@ -448,8 +453,8 @@ class Store:
                     if type(task_path) is not str:
                         raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
                     checked_path = task_path
-                if type(channel) is not str or not 0 < len(channel) <= max_length or not channel.isprintable():
-                    identifiers.refuse("channel", channel, limits)
+                if channel not in known_channels:
+                    identifiers.admit_channel(self, channel)
                 size = len(value_data) + len(task_path)
                 batch += size
                 key = (task_id, idx)

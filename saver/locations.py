@@ -8,27 +8,10 @@ with ``str()``: LangGraph accepts ``str``, ``int`` and ``UUID`` thread ids, and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
-
-
-class Location(NamedTuple):
-    """Where a config points: a thread, a namespace and maybe a checkpoint."""
-
-    thread_id: str
-    namespace: str
-    checkpoint_id: str | None
-
-    def to_config(self, checkpoint_id: str | None = None) -> RunnableConfig:
-        """The config LangGraph expects back for a stored checkpoint."""
-        return checkpoint_config(self.thread_id, self.namespace, checkpoint_id or self.checkpoint_id)
-
-
-_PLAIN_IDS = (str, type(None))
-_new_location = partial(tuple.__new__, Location)  # in C: the NamedTuple constructor is a Python call
 
 
 def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:
@@ -66,8 +49,9 @@ def configurable(config: object) -> Mapping[str, Any]:
     return section
 
 
-def locate(config: RunnableConfig) -> Location:
-    """The location a config names. A missing namespace is the root namespace ``""``.
+def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """``(thread_id, namespace, checkpoint_id)`` of a config. A missing namespace is the root ``""``;
+    a missing or empty checkpoint id is None.
 
     Raises:
         ValueError: The config is not a mapping, has no ``thread_id``, or a
@@ -79,16 +63,16 @@ def locate(config: RunnableConfig) -> Location:
             thread_id = section.get("thread_id")
             namespace = section.get("checkpoint_ns", "")
             checkpoint_id = section.get("checkpoint_id")
-            if type(thread_id) is str and type(namespace) is str and type(checkpoint_id) in _PLAIN_IDS:
-                return _new_location((thread_id, namespace, checkpoint_id or None))
+            if (
+                type(thread_id) is str
+                and type(namespace) is str
+                and (checkpoint_id is None or type(checkpoint_id) is str)
+            ):
+                return thread_id, namespace, checkpoint_id or None
     section = configurable(config)
     if "thread_id" not in section:
         raise ValueError("config['configurable']['thread_id'] is required")
-    return Location(
-        thread_id=normalize_id("thread_id", section["thread_id"]),
-        namespace=namespace_of(section) or "",
-        checkpoint_id=checkpoint_id_of(section),
-    )
+    return normalize_id("thread_id", section["thread_id"]), namespace_of(section) or "", checkpoint_id_of(section)
 
 
 def namespace_of(section: Mapping[str, Any]) -> str | None:

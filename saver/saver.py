@@ -40,7 +40,6 @@ from saver import announcing, codec, payload_tags, snapshot
 from saver.autosave import Autosaver
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
-    Location,
     checkpoint_id_of,
     configurable,
     locate,
@@ -297,9 +296,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Runtime complexity: O(1) to find it plus deserializing it.
         """
         store = self.store
-        location = locate(config)
+        thread_id, namespace, checkpoint_id = locate(config)
         try:
-            view = store.get(location.thread_id, location.namespace, location.checkpoint_id)
+            view = store.get(thread_id, namespace, checkpoint_id)
         finally:
             if store.announcements.queue:
                 announcing.deliver(store.announcements)
@@ -374,15 +373,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """
         store = self.store
         try:
-            location = locate(config)
-            record, blobs = codec.encode_checkpoint(
-                self.serde, config, checkpoint, metadata, new_versions, location.checkpoint_id
-            )
-            store.put_checkpoint(location.thread_id, location.namespace, record, blobs)
+            thread_id, namespace, parent_id = locate(config)
+            record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+            store.put_checkpoint(thread_id, namespace, record, blobs)
             return {
                 "configurable": {
-                    "thread_id": location.thread_id,
-                    "checkpoint_ns": location.namespace,
+                    "thread_id": thread_id,
+                    "checkpoint_ns": namespace,
                     "checkpoint_id": record.checkpoint_id,
                 }
             }
@@ -407,11 +404,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         """
         store = self.store
         try:
-            location = locate(config)
-            if location.checkpoint_id is None:
+            thread_id, namespace, checkpoint_id = locate(config)
+            if checkpoint_id is None:
                 raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
             records = codec.encode_writes(self.serde, writes, task_id, task_path)
-            store.put_writes(location.thread_id, location.namespace, location.checkpoint_id, records)
+            store.put_writes(thread_id, namespace, checkpoint_id, records)
         finally:
             if store.announcements.queue:
                 announcing.deliver(store.announcements)
@@ -493,9 +490,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
         store = self.store
-        location = locate(config)
+        thread_id, namespace, checkpoint_id = locate(config)
         try:
-            view = store.get(location.thread_id, location.namespace, location.checkpoint_id)
+            view = store.get(thread_id, namespace, checkpoint_id)
         finally:
             if store.announcements.queue:
                 await announcing.deliver_async(store.announcements)
@@ -597,8 +594,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     # --- internals ----------------------------------------------------------------------------------
 
     def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
-        location = locate(config)
-        return self.store.delta_history(location.thread_id, location.namespace, location.checkpoint_id, list(channels))
+        thread_id, namespace, checkpoint_id = locate(config)
+        return self.store.delta_history(thread_id, namespace, checkpoint_id, list(channels))
 
     def _list_refs(
         self, config: RunnableConfig | None, *, before: RunnableConfig | None, limit: int | None
@@ -606,11 +603,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         before_id = checkpoint_id_of(configurable(before)) if before else None
         if config is None:
             return self.store.list(None, before=before_id, limit=limit)
-        location: Location = locate(config)
+        thread_id, _, checkpoint_id = locate(config)
         return self.store.list(
-            location.thread_id,
+            thread_id,
             namespace_of(configurable(config)),
-            checkpoint_id=location.checkpoint_id,
+            checkpoint_id=checkpoint_id,
             before=before_id,
             limit=limit,
         )

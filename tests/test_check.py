@@ -88,6 +88,7 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Store], None]]] = {
     "tombstones: bytes": ("tombstones: tombstone bytes drift", lambda s: setattr(s.tombstones, "nbytes", 0)),
     "announcements": ("announcements", lambda s: _queue_without_hook(s)),
     "snapshot cache": ("snapshot cache", lambda s: s.exports.__setitem__("ghost", s.exports["a"])),
+    "known channels": ("known channels", lambda s: s.known_channels.add("bad\x00name")),
     "limits: namespaces": (
         "limits: thread 'a' exceeds max_namespaces_per_thread",
         lambda s: _limit(s, max_namespaces_per_thread=1),
