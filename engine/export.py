@@ -95,7 +95,7 @@ def checked_namespace(name: str, export: NamespaceExport, limits: StoreLimits) -
         _check_payload("checkpoint", record.checkpoint)
         _check_payload("metadata", record.metadata)
         if not isinstance(record.versions, tuple) or len(record.versions) % 2:
-            raise ValueError(f"versions of {record.checkpoint_id!r} must be a flat (channel, version, ...) tuple")
+            raise ValueError(f"versions of {record.checkpoint_id!r} must be a flat (channel, ..., version, ...) tuple")
         check_blob_keys(record.blob_keys(), limits)
     for checkpoint_id, writes in export.writes.items():
         check_identifier("checkpoint_id", checkpoint_id, limits)

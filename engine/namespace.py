@@ -93,9 +93,10 @@ class Namespace:
         values: dict[str, Payload] = {}
         blobs = self.blobs
         versions = record.versions
-        for position in range(0, len(versions), 2):
+        half = len(versions) // 2
+        for position in range(half):
             channel = versions[position]
-            payload = blobs.get((channel, versions[position + 1]))
+            payload = blobs.get((channel, versions[half + position]))
             if payload is not None:
                 values[channel] = payload  # type: ignore[index]
         return values

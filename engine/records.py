@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from itertools import chain
 from typing import Any, NamedTuple
 
 Payload = tuple[str, bytes]
@@ -63,9 +62,10 @@ class CheckpointRecord(NamedTuple):
         checkpoint_data: Its bytes.
         metadata_type: Type tag of the serialized metadata.
         metadata_data: Its bytes.
-        versions: Flat ``(channel, version, channel, version, ...)``: the version
-            of each channel's value in this checkpoint; values live in the
-            namespace's blobs. Read it through ``blob_keys`` or ``version_of``.
+        versions: Flat ``(channel, ..., channel, version, ..., version)``: the
+            checkpoint's channels, then the version of each one's value, in the
+            same order; values live in the namespace's blobs. Read it through
+            ``blob_keys`` or ``version_of``.
         run_id: The run that created the checkpoint, for ``delete_runs``.
         delta_channels: Channels whose value at this checkpoint, when not stored
             as a blob, must be rebuilt from ancestors' writes. Ancestry-aware
@@ -103,7 +103,7 @@ class CheckpointRecord(NamedTuple):
                 checkpoint[1],
                 metadata[0],
                 metadata[1],
-                tuple(chain.from_iterable(channel_versions.items())),
+                (*channel_versions, *channel_versions.values()),
                 run_id,
                 delta_channels,
             ),
@@ -126,16 +126,18 @@ class CheckpointRecord(NamedTuple):
 
     def blob_keys(self) -> Iterator[BlobKey]:
         """``(channel, version)`` of each channel. Runtime complexity: O(1) per key."""
-        flat = iter(self.versions)
-        return zip(flat, flat, strict=False)  # type: ignore[return-value]
+        versions = self.versions
+        half = len(versions) // 2
+        return zip(versions[:half], versions[half:], strict=True)  # type: ignore[return-value]
 
     def version_of(self, channel: str) -> Version | None:
-        """The version of ``channel``'s value, or None. Runtime complexity: O(channels)."""
+        """The version of ``channel``'s value, or None. Runtime complexity: O(channels), in C."""
         versions = self.versions
-        for position in range(0, len(versions), 2):
-            if versions[position] == channel:
-                return versions[position + 1]
-        return None
+        half = len(versions) // 2
+        try:
+            return versions[half + versions.index(channel, 0, half)]  # type: ignore[return-value]
+        except ValueError:
+            return None
 
     @property
     def nbytes(self) -> int:

@@ -310,20 +310,21 @@ class Store:
             records = target.records
             blobs = target.blobs
             replaced = records.get(checkpoint_id)
-            if replaced is None and (
-                type(checkpoint_id) is not str
-                or not 0 < len(checkpoint_id) <= max_length
-                or not checkpoint_id.isprintable()
-            ):
-                identifiers.refuse("checkpoint_id", checkpoint_id, limits)
+            if replaced is None:
+                if (
+                    type(checkpoint_id) is not str
+                    or not 0 < len(checkpoint_id) <= max_length
+                    or not checkpoint_id.isprintable()
+                ):
+                    identifiers.refuse("checkpoint_id", checkpoint_id, limits)
+                if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
+                    rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
             if (
                 parent_id is not None
                 and parent_id not in records
                 and (type(parent_id) is not str or not 0 < len(parent_id) <= max_length or not parent_id.isprintable())
             ):
                 identifiers.refuse("parent checkpoint_id", parent_id, limits)
-            if replaced is None and thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
-                rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
             record_bytes = len(record.checkpoint_data) + len(record.metadata_data)
             new_bytes = old_bytes = replaced_blobs = 0
             known_channels = self.known_channels

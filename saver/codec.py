@@ -7,7 +7,6 @@ deserializes fresh objects, so no caller ever holds an object the store keeps.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import chain
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -61,7 +60,7 @@ def encode_checkpoint(
             _require_mapping(f"checkpoint[{key!r}]", checkpoint.get(key))
         _require_mapping("metadata", metadata)
         _require_mapping("new_versions", new_versions)
-    skeleton = dict(checkpoint)
+    skeleton = checkpoint.copy() if type(checkpoint) is dict else dict(checkpoint)
     values: dict[str, Any] = skeleton.pop("channel_values")
     dumps = serde.dumps_typed
     blobs: dict[tuple[str, Any], Blob] = {}
@@ -76,6 +75,7 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
+    channel_versions = checkpoint["channel_versions"]
     checkpoint_type, checkpoint_data = dumps(skeleton)
     metadata_type, metadata_data = dumps(merged)
     record = make_checkpoint_record(
@@ -86,8 +86,8 @@ def encode_checkpoint(
             checkpoint_data,
             metadata_type,
             metadata_data,
-            tuple(chain.from_iterable(checkpoint["channel_versions"].items())),
-            None if run_id is None else str(run_id),
+            (*channel_versions, *channel_versions.values()),
+            run_id if run_id is None or type(run_id) is str else str(run_id),
             frozenset(counters) if counters else _NO_DELTA_CHANNELS,
         )
     )
