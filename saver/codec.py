@@ -48,20 +48,17 @@ def encode_checkpoint(
     the DeltaChannels whose value this checkpoint does not store, which the
     engine's ancestry-aware deletions must keep rebuildable.
     """
-    if not (
-        type(checkpoint) is dict
-        and type(metadata) is dict
-        and type(new_versions) is dict
-        and type(checkpoint.get("channel_values")) is dict
-        and type(checkpoint.get("channel_versions")) is dict
-    ):  # plain dicts, as LangGraph passes them, need no closer look
-        _require_mapping("checkpoint", checkpoint)
-        for key in ("channel_values", "channel_versions"):
-            _require_mapping(f"checkpoint[{key!r}]", checkpoint.get(key))
+    if type(checkpoint) is not dict or type(metadata) is not dict or type(new_versions) is not dict:
+        _require_mapping("checkpoint", checkpoint)  # plain dicts, as LangGraph passes them, need no closer look
         _require_mapping("metadata", metadata)
         _require_mapping("new_versions", new_versions)
-    skeleton = checkpoint.copy() if type(checkpoint) is dict else dict(checkpoint)
-    values: dict[str, Any] = skeleton.pop("channel_values")
+        checkpoint = dict(checkpoint)  # type: ignore[assignment]
+    skeleton = checkpoint.copy()
+    values: dict[str, Any] = skeleton.pop("channel_values", None)  # type: ignore[assignment]
+    channel_versions = checkpoint.get("channel_versions")
+    if type(values) is not dict or type(channel_versions) is not dict:
+        _require_mapping("checkpoint['channel_values']", values)
+        _require_mapping("checkpoint['channel_versions']", channel_versions)
     dumps = serde.dumps_typed
     blobs: dict[tuple[str, Any], Blob] = {}
     channel = version = None
@@ -75,7 +72,6 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    channel_versions = checkpoint["channel_versions"]
     checkpoint_type, checkpoint_data = dumps(skeleton)
     metadata_type, metadata_data = dumps(merged)
     record = make_checkpoint_record(
