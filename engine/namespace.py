@@ -88,19 +88,6 @@ class Namespace:
         """
         insort(self.ids, checkpoint_id)
 
-    def channel_values(self, record: CheckpointRecord) -> dict[str, Payload]:
-        """Every non-empty value a checkpoint references. Runtime complexity: O(channels)."""
-        values: dict[str, Payload] = {}
-        blobs = self.blobs
-        versions = record.versions
-        half = len(versions) // 2
-        for position in range(half):
-            channel = versions[position]
-            payload = blobs.get((channel, versions[half + position]))
-            if payload is not None:
-                values[channel] = payload  # type: ignore[index]
-        return values
-
     def ordered_writes(self, checkpoint_id: str) -> list[WriteRecord]:
         """Pending writes of a checkpoint in ``(task_path, task_id, idx)`` order.
 
@@ -110,9 +97,23 @@ class Namespace:
         return sorted(stored.values(), key=write_order) if stored else []
 
     def view(self, thread_id: str, namespace: str, record: CheckpointRecord) -> CheckpointView:
-        """A self-contained read of one checkpoint. Runtime complexity: O(channels + w log w)."""
+        """A self-contained read of one checkpoint: every non-empty value it references, and its
+        pending writes in ``(task_path, task_id, idx)`` order.
+
+        Runtime complexity: O(c + w log w) for c channels and w writes.
+        """
+        values: dict[str, Payload] = {}
+        blobs = self.blobs
+        versions = record.versions
+        half = len(versions) // 2
+        for position in range(half):
+            channel = versions[position]
+            payload = blobs.get((channel, versions[half + position]))
+            if payload is not None:
+                values[channel] = payload  # type: ignore[index]
+        stored = self.writes.get(record.checkpoint_id)
         return make_view(
-            (thread_id, namespace, record, self.channel_values(record), self.ordered_writes(record.checkpoint_id))
+            (thread_id, namespace, record, values, sorted(stored.values(), key=write_order) if stored else [])
         )
 
     def state_size(self, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob] = _NO_BLOBS) -> int:

@@ -24,6 +24,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, moves, policy
@@ -203,7 +204,7 @@ class Store:
                     if namespace is not None and name != namespace:
                         continue
                     for found_id in _matching_ids(space, checkpoint_id, before):
-                        refs.append(CheckpointRef(thread.thread_id, name, space.records[found_id]))
+                        refs.append(make_ref((thread.thread_id, name, space.records[found_id])))
                         if len(refs) == limit:
                             break
                     else:
@@ -691,6 +692,9 @@ class Store:
             lineage.unindex_run(self, run_id, thread_id)
         if self.changed is not None:
             self.changed.add(thread_id)
+
+
+make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
 
 
 def _creation_order(thread: Thread) -> int:

@@ -24,7 +24,6 @@ from langgraph.checkpoint.base import (
 
 from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from engine.records import make_checkpoint_record, make_write_record
-from saver.locations import checkpoint_config
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
@@ -130,17 +129,22 @@ def decode_view(
 
     ``metadata`` may be passed when the caller already deserialized it.
     """
-    record = view.record
+    thread_id, namespace, record, channel_values, writes = view
     loads = serde.loads_typed
     checkpoint = loads((record.checkpoint_type, record.checkpoint_data))
-    checkpoint["channel_values"] = {channel: loads(payload) for channel, payload in view.channel_values.items()}
-    thread_id, namespace, parent_id = view.thread_id, view.namespace, record.parent_id
-    return CheckpointTuple(  # positional: a NamedTuple's keyword path is twice as slow
-        checkpoint_config(thread_id, namespace, record.checkpoint_id),
+    checkpoint["channel_values"] = {channel: loads(payload) for channel, payload in channel_values.items()}
+    parent_id = record.parent_id
+    pending = []
+    for write in writes:
+        pending.append((write.task_id, write.channel, loads((write.value_type, write.value_data))))
+    return CheckpointTuple(  # positional, dicts built inline: this runs for every checkpoint read
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}},
         checkpoint,
         loads((record.metadata_type, record.metadata_data)) if metadata is None else metadata,
-        checkpoint_config(thread_id, namespace, parent_id) if parent_id else None,
-        decode_writes(serde, view.writes),
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": parent_id}}
+        if parent_id
+        else None,
+        pending,
     )
 
 

@@ -14,11 +14,6 @@ from uuid import UUID
 from langchain_core.runnables import RunnableConfig
 
 
-def checkpoint_config(thread_id: str, namespace: str, checkpoint_id: str | None) -> RunnableConfig:
-    """``{"configurable": {thread_id, checkpoint_ns, checkpoint_id}}``, as LangGraph's savers return it."""
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
-
-
 def normalize_id(field: str, value: object) -> str:
     """``str`` of a thread or run id given as ``str``, ``int`` or ``UUID``.
 
