@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from engine import memory
 from engine.identifiers import KNOWN_CHANNELS
 from engine.totals import Totals
 
@@ -27,6 +28,7 @@ INVARIANTS = (
     "tombstones",  # at most max_dropped_thread_records, their bytes counted
     "announcements",  # nothing is queued without a hook
     "snapshot cache",  # every cached export is of a stored thread or marked changed
+    "memory",  # each thread's and the store's heap estimate equal a recount
     "known channels",  # every remembered channel name is a valid identifier, at most KNOWN_CHANNELS of them
     "limits",  # every limit holds
 )
@@ -39,6 +41,7 @@ def check_store(store: Store) -> None:
     """
     limits = store.limits
     total = Totals()
+    extra = 0
     runs: dict[str, set[str]] = {}
     previous_use = -math.inf
     for thread_id, thread in store.threads.items():
@@ -62,10 +65,16 @@ def check_store(store: Store) -> None:
             "limits",
             f"thread {thread_id!r} exceeds max_checkpoints_per_thread",
         )
+        recounted = memory.thread_extra(thread)
+        _require(
+            thread.extra == recounted, "memory", f"thread {thread_id!r} keeps {thread.extra}, recounted {recounted}"
+        )
+        extra += thread.extra
         total = total.plus(thread.totals)
     kept = Totals(store.nbytes, store.checkpoints, store.writes, store.blobs, store.namespaces)
     _require(total == kept, "store totals", f"kept {kept}, recounted {total}")
     _require(runs == store.runs, "run index", "it drifts from the records")
+    _require(extra == store.extra, "memory", f"the store keeps {store.extra}, its threads {extra}")
     if store.threads:
         oldest = next(iter(store.threads.values()))
         _require(
@@ -96,6 +105,7 @@ def check_store(store: Store) -> None:
     )
     _require(len(store.threads) <= limits.max_threads, "limits", "max_threads exceeded")
     _require(store.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
+    _require(memory.of_store(store) <= limits.max_memory_bytes, "limits", "max_memory_bytes exceeded")
 
 
 def _require(condition: bool, invariant: str, detail: str) -> None:

@@ -32,6 +32,7 @@ class StoreLimits:
     max_checkpoint_bytes: int = 1 * MIB  # bytes of one checkpoint's whole state
     max_pending_write_bytes: int = 512 * KIB  # bytes of one put_writes batch
     max_total_bytes: int = 64 * MIB  # bytes of every thread; evicts LRU threads, then rejects
+    max_memory_bytes: int = math.inf  # type: ignore[assignment]  # bytes of heap (stats().memory_bytes); as above
     max_identifier_length: int = 256  # characters per id, or per namespace segment
     max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
     max_dropped_thread_records: int = 1_000  # evicted/expired threads remembered so their late writes fail loudly

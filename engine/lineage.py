@@ -16,12 +16,15 @@ The functions that change the store are called with its lock held.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from bisect import bisect_left
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-from engine.namespace import Namespace, Removal, carry_out, plan_removal
-from engine.records import ChannelHistory, CheckpointRecord, Payload, WriteRecord
+from engine import memory
+from engine.namespace import Namespace
+from engine.records import BlobKey, ChannelHistory, CheckpointRecord, Payload, WriteRecord, payload_size
 from engine.thread import Thread
+from engine.totals import Totals
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -126,6 +129,73 @@ def required_ancestors(space: Namespace, keep: Iterable[CheckpointRecord]) -> se
     return required
 
 
+# --- removals ---------------------------------------------------------------------------------------------
+
+
+class Removal(NamedTuple):
+    """Checkpoints (with their writes) and blobs to remove from one namespace, and what that frees.
+
+    A plan: ``plan_removal`` returns it without changing anything, and
+    ``carry_out`` applies it unchanged.
+    """
+
+    checkpoint_ids: list[str]
+    blob_keys: list[BlobKey]
+    freed: Totals
+
+
+def plan_removal(space: Namespace, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
+    """What removing these checkpoints, with their writes, would take away from ``space``.
+
+    Blobs that no surviving checkpoint references go too, except ``keep_blobs``.
+    Ids not stored are ignored. Runtime complexity: O(n * channels) for a
+    namespace of n checkpoints (the blob sweep).
+    """
+    records = space.records
+    ids = [checkpoint_id for checkpoint_id in dict.fromkeys(checkpoint_ids) if checkpoint_id in records]
+    if not ids:
+        return Removal([], [], Totals())
+    nbytes = writes = extra = 0
+    for checkpoint_id in ids:
+        record = records[checkpoint_id]
+        nbytes += record.nbytes
+        extra += memory.record_extra(record)
+        stored = space.writes.get(checkpoint_id)
+        if stored:
+            extra += memory.WRITE_SET
+            for write in stored.values():
+                writes += 1
+                nbytes += write.nbytes
+                extra += memory.write_extra(write)
+    gone = set(ids)
+    referenced = {key for cid, record in records.items() if cid not in gone for key in record.blob_keys()}
+    blob_keys = [key for key in space.blobs if key not in referenced and key not in keep_blobs]
+    for key in blob_keys:
+        blob = space.blobs[key]
+        nbytes += payload_size(blob)
+        extra += memory.blob_extra(key, blob)
+    return Removal(ids, blob_keys, Totals(nbytes, len(ids), writes, len(blob_keys), extra=extra))
+
+
+def carry_out(space: Namespace, removal: Removal) -> list[CheckpointRecord]:
+    """Apply a removal planned by ``plan_removal``; return the removed records.
+
+    Runtime complexity: O(log n) plus one O(n) memory move for a single
+    checkpoint, O(n) for several; O(1) per write set and blob.
+    """
+    records = space.records
+    removed = [records.pop(checkpoint_id) for checkpoint_id in removal.checkpoint_ids]
+    if len(removed) == 1:
+        del space.ids[bisect_left(space.ids, removed[0].checkpoint_id)]
+    elif removed:
+        space.ids = [checkpoint_id for checkpoint_id in space.ids if checkpoint_id in records]
+    for checkpoint_id in removal.checkpoint_ids:
+        space.writes.pop(checkpoint_id, None)
+    for key in removal.blob_keys:
+        del space.blobs[key]
+    return removed
+
+
 # --- deletions -------------------------------------------------------------------------------------------
 
 
@@ -145,15 +215,19 @@ def remove_checkpoints(
     thread.checkpoints -= freed.checkpoints
     thread.writes -= freed.writes
     thread.blobs -= freed.blobs
+    thread.extra -= freed.extra
     store.nbytes -= freed.nbytes
     store.checkpoints -= freed.checkpoints
     store.writes -= freed.writes
     store.blobs -= freed.blobs
+    store.extra -= freed.extra
     if any(record.run_id is not None for record in removed):
         reindex_runs(store, thread)
     if space.is_empty():
         del thread.namespaces[namespace]
         store.namespaces -= 1
+        thread.extra -= len(namespace)
+        store.extra -= len(namespace)
     if store.changed is not None:
         store.changed.add(thread.thread_id)
     if unlink_empty and not thread.namespaces:
@@ -221,6 +295,8 @@ def prune(store: Store, thread_ids: Sequence[str], *, keep_latest: bool) -> None
 def index_run(store: Store, thread: Thread, run_id: str) -> None:
     """Note that a thread now holds checkpoints of a run. Runtime complexity: O(1)."""
     thread.runs.add(run_id)
+    thread.extra += memory.RUN + len(run_id)
+    store.extra += memory.RUN + len(run_id)
     holders = store.runs.get(run_id)
     if holders is None:
         store.runs[run_id] = {thread.thread_id}
@@ -236,8 +312,12 @@ def reindex_runs(store: Store, thread: Thread) -> None:
     held = thread.recount_runs()
     for run_id in thread.runs - held:
         unindex_run(store, run_id, thread.thread_id)
+        thread.extra -= memory.RUN + len(run_id)
+        store.extra -= memory.RUN + len(run_id)
     for run_id in held - thread.runs:
         store.runs.setdefault(run_id, set()).add(thread.thread_id)
+        thread.extra += memory.RUN + len(run_id)
+        store.extra += memory.RUN + len(run_id)
     thread.runs = held
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine import identifiers, policy
+from engine import identifiers, memory, policy
 from engine.export import NamespaceExport, ThreadExport, checked_namespace
 from engine.namespace import Namespace
 from engine.thread import Thread
@@ -117,6 +117,7 @@ def install(
         totals.blobs,
     )
     merged.runs = merged.recount_runs()
+    merged.extra = memory.thread_extra(merged)
     if len(merged.namespaces) > limits.max_namespaces_per_thread:
         policy.reject(
             store, "max_namespaces_per_thread", limits.max_namespaces_per_thread, len(merged.namespaces), target_id
@@ -125,10 +126,14 @@ def install(
         policy.reject(
             store, "max_checkpoints_per_thread", limits.max_checkpoints_per_thread, merged.checkpoints, target_id
         )
-    before = target.nbytes if target is not None else 0
-    growth = merged.nbytes - before
-    if store.nbytes + growth > limits.max_total_bytes or (target is None and len(store.threads) >= limits.max_threads):
-        policy.make_room(store, growth, keep, target_id, now, target is None)
+    growth = merged.nbytes - (target.nbytes if target is not None else 0)
+    footprint = memory.of_thread(merged) - (memory.of_thread(target) if target is not None else 0)
+    if (
+        store.nbytes + growth > limits.max_total_bytes
+        or (target is None and len(store.threads) >= limits.max_threads)
+        or store.memory_limited
+    ):
+        policy.make_room(store, growth, footprint, keep, target_id, now, target is None)
     if target is not None:
         store.unlink(target)
         merged.created = target.created
@@ -140,6 +145,7 @@ def install(
     store.writes += merged.writes
     store.blobs += merged.blobs
     store.namespaces += len(merged.namespaces)
+    store.extra += merged.extra
     for run_id in merged.runs:
         store.runs.setdefault(run_id, set()).add(target_id)
     store.tombstones.forget(target_id)

@@ -2,16 +2,15 @@
 
 The write transactions in ``engine.store`` fill these containers inline. What
 lives here is what they share with the rarer operations: reading a checkpoint
-as a view, walking ids newest first, placing an id that does not sort last,
-and planning and carrying out the removal of checkpoints.
+as a view, walking ids newest first, placing an id that does not sort last.
+Removing checkpoints is planned and carried out in ``engine.lineage``.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from operator import attrgetter
-from typing import NamedTuple
 
 from engine.records import (
     Blob,
@@ -163,58 +162,3 @@ class Namespace:
 
 EMPTY_NAMESPACE = Namespace()
 """A namespace that is never mutated: what a write plans against when its namespace does not exist yet."""
-
-
-class Removal(NamedTuple):
-    """Checkpoints (with their writes) and blobs to remove from one namespace, and what that frees.
-
-    A plan: ``plan_removal`` returns it without changing anything, and
-    ``carry_out`` applies it unchanged.
-    """
-
-    checkpoint_ids: list[str]
-    blob_keys: list[BlobKey]
-    freed: Totals
-
-
-def plan_removal(space: Namespace, checkpoint_ids: Iterable[str], keep_blobs: Collection[BlobKey] = ()) -> Removal:
-    """What removing these checkpoints, with their writes, would take away from ``space``.
-
-    Blobs that no surviving checkpoint references go too, except ``keep_blobs``.
-    Ids not stored are ignored. Runtime complexity: O(n * channels) for a
-    namespace of n checkpoints (the blob sweep).
-    """
-    records = space.records
-    ids = [checkpoint_id for checkpoint_id in dict.fromkeys(checkpoint_ids) if checkpoint_id in records]
-    if not ids:
-        return Removal([], [], Totals())
-    nbytes = writes = 0
-    for checkpoint_id in ids:
-        nbytes += records[checkpoint_id].nbytes
-        for write in space.writes.get(checkpoint_id, {}).values():
-            writes += 1
-            nbytes += write.nbytes
-    gone = set(ids)
-    referenced = {key for cid, record in records.items() if cid not in gone for key in record.blob_keys()}
-    blob_keys = [key for key in space.blobs if key not in referenced and key not in keep_blobs]
-    nbytes += sum(payload_size(space.blobs[key]) for key in blob_keys)
-    return Removal(ids, blob_keys, Totals(nbytes, len(ids), writes, len(blob_keys)))
-
-
-def carry_out(space: Namespace, removal: Removal) -> list[CheckpointRecord]:
-    """Apply a removal planned by ``plan_removal``; return the removed records.
-
-    Runtime complexity: O(log n) plus one O(n) memory move for a single
-    checkpoint, O(n) for several; O(1) per write set and blob.
-    """
-    records = space.records
-    removed = [records.pop(checkpoint_id) for checkpoint_id in removal.checkpoint_ids]
-    if len(removed) == 1:
-        del space.ids[bisect_left(space.ids, removed[0].checkpoint_id)]
-    elif removed:
-        space.ids = [checkpoint_id for checkpoint_id in space.ids if checkpoint_id in records]
-    for checkpoint_id in removal.checkpoint_ids:
-        space.writes.pop(checkpoint_id, None)
-    for key in removal.blob_keys:
-        del space.blobs[key]
-    return removed

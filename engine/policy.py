@@ -13,12 +13,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from engine import identifiers, lineage, moves
+from engine import identifiers, lineage, memory, moves
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
-from engine.namespace import EMPTY_NAMESPACE, Namespace, Removal, plan_removal
+from engine.lineage import Removal, plan_removal
+from engine.namespace import EMPTY_NAMESPACE, Namespace
 from engine.records import Blob, BlobKey, CheckpointRecord
 from engine.thread import Thread
 from engine.tombstones import DroppedThread
+from engine.totals import Totals
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -88,16 +90,25 @@ def _expire_one(store: Store, thread: Thread, ttl: float, now: float) -> None:
 # --- eviction and rejection ------------------------------------------------------------------------------
 
 
-def make_room(store: Store, growth: int, keep: Sequence[Thread], thread_id: str, now: float, adds_thread: bool) -> None:
+def make_room(
+    store: Store,
+    growth: int,
+    footprint: int,
+    keep: Sequence[Thread],
+    thread_id: str,
+    now: float,
+    adds_thread: bool,
+) -> None:
     """Remove least-recently-used threads, never those in ``keep``, so that the store can
-    grow by ``growth`` bytes (and one thread if ``adds_thread``); or reject.
+    grow by ``growth`` payload bytes, ``footprint`` bytes of heap estimate and one thread
+    if ``adds_thread``; or reject.
 
     Feasibility is decided first: a rejection evicts nobody. An idle thread past
     its TTL taken on the way counts as expired, not evicted.
 
     Raises:
-        CheckpointCapacityError: ``max_total_bytes`` or ``max_threads`` cannot be
-            met even with every other thread gone.
+        CheckpointCapacityError: ``max_total_bytes``, ``max_memory_bytes`` or
+            ``max_threads`` cannot be met even with every other thread gone.
 
     Runtime complexity: O(len(keep)) per thread removed, each O(namespaces +
     runs), plus its export when a hook is set.
@@ -106,6 +117,9 @@ def make_room(store: Store, growth: int, keep: Sequence[Thread], thread_id: str,
     kept = sum(thread.nbytes for thread in keep) + growth
     if kept > limits.max_total_bytes:
         reject(store, "max_total_bytes", limits.max_total_bytes, kept, thread_id)
+    kept_memory = sum(memory.of_thread(thread) for thread in keep) + footprint
+    if kept_memory > limits.max_memory_bytes:
+        reject(store, "max_memory_bytes", limits.max_memory_bytes, kept_memory, thread_id)
     if adds_thread and len(keep) + 1 > limits.max_threads:
         reject(store, "max_threads", limits.max_threads, len(keep) + 1, thread_id)
     threads = store.threads
@@ -115,6 +129,8 @@ def make_room(store: Store, growth: int, keep: Sequence[Thread], thread_id: str,
             limit = "max_threads"
         elif store.nbytes + growth > limits.max_total_bytes:
             limit = "max_total_bytes"
+        elif store.memory_limited and memory.of_store(store) + footprint > limits.max_memory_bytes:
+            limit = "max_memory_bytes"
         else:
             return
         victim = next(thread for thread in threads.values() if thread not in keep)
@@ -123,9 +139,12 @@ def make_room(store: Store, growth: int, keep: Sequence[Thread], thread_id: str,
         elif limit == "max_threads":
             remove(store, victim, limit, limits.max_threads, now)
             store.evicted_for_threads += 1
-        else:
+        elif limit == "max_total_bytes":
             remove(store, victim, limit, limits.max_total_bytes, now)
             store.evicted_for_bytes += 1
+        else:
+            remove(store, victim, limit, limits.max_memory_bytes, now)
+            store.evicted_for_memory += 1
 
 
 def remove(store: Store, thread: Thread, limit: str, limit_value: float, now: float) -> None:
@@ -199,10 +218,10 @@ def refuse_continuation(store: Store, thread_id: str, space: Namespace, continue
 
 
 class RollingPlan(NamedTuple):
-    """The removals, per namespace, that make room for a new checkpoint under ``prune_oldest``."""
+    """The removals, per namespace, that make room for a new checkpoint under ``prune_oldest``, and what they free."""
 
     removals: dict[str, Removal]
-    freed_bytes: int
+    freed: Totals
 
 
 def plan_rolling(
@@ -265,7 +284,10 @@ def plan_rolling(
         name: plan_removal(thread.namespaces[name], ids, keep_blobs if name == namespace else ())
         for name, ids in taken.items()
     }
-    return RollingPlan(removals, sum(removal.freed.nbytes for removal in removals.values()))
+    freed = Totals()
+    for removal in removals.values():
+        freed = freed.plus(removal.freed)
+    return RollingPlan(removals, freed)
 
 
 def apply_rolling(store: Store, thread: Thread, plan: RollingPlan) -> None:

@@ -19,9 +19,14 @@ class StoreStats:
         total_bytes: Counted bytes: serialized checkpoints, metadata, channel
             values and write values, plus write task paths.
         max_total_bytes: The byte limit, for convenience.
+        memory_bytes: An estimate of the heap the store holds: ``total_bytes``
+            plus what every thread, namespace, checkpoint, blob, write and
+            stored identifier costs around its payload (``engine.memory``).
+        max_memory_bytes: The limit on ``memory_bytes`` (``inf``: none).
         evicted_threads: Threads evicted since creation (LRU, for threads or bytes).
         evicted_for_threads: Of those, evicted to respect ``max_threads``.
         evicted_for_bytes: Of those, evicted to respect ``max_total_bytes``.
+        evicted_for_memory: Of those, evicted to respect ``max_memory_bytes``.
         expired_threads: Threads removed after ``idle_ttl_seconds`` unused.
         pruned_checkpoints: Oldest checkpoints dropped by ``on_checkpoint_limit="prune_oldest"``.
         dropped_thread_records: Evicted or expired threads remembered so that
@@ -38,9 +43,12 @@ class StoreStats:
     blobs: int
     total_bytes: int
     max_total_bytes: float
+    memory_bytes: int
+    max_memory_bytes: float
     evicted_threads: int
     evicted_for_threads: int
     evicted_for_bytes: int
+    evicted_for_memory: int
     expired_threads: int
     pruned_checkpoints: int
     dropped_thread_records: int

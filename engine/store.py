@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import NamedTuple
 
-from engine import check, identifiers, lineage, moves, policy
+from engine import check, identifiers, lineage, memory, moves, policy
 from engine.export import ThreadExport
 from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
@@ -36,6 +36,7 @@ from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, Chec
 from engine.stats import StoreStats
 from engine.thread import Thread
 from engine.tombstones import Tombstones
+from engine.totals import Totals
 
 _MISSING = object()
 
@@ -84,7 +85,8 @@ class Store:
     Attributes:
         threads: Thread id to thread, least recently used first.
         runs: Run id to the ids of the threads holding its checkpoints.
-        nbytes: Counted bytes of every thread.
+        nbytes: Counted (payload) bytes of every thread.
+        extra: The varying part of the heap estimate (``engine.memory``).
         checkpoints: Checkpoints stored.
         writes: Pending writes stored.
         blobs: Blobs stored.
@@ -111,10 +113,12 @@ class Store:
         self.lock = threading.RLock()
         self.threads: OrderedDict[str, Thread] = OrderedDict()
         self.runs: dict[str, set[str]] = {}
-        self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = 0
+        self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.extra = 0
+        self.memory_limited = self.limits.max_memory_bytes != math.inf
         self.next_expiry = math.inf
         self.creation = itertools.count()
-        self.evicted_for_threads = self.evicted_for_bytes = self.expired = self.pruned_checkpoints = 0
+        self.evicted_for_threads = self.evicted_for_bytes = self.evicted_for_memory = 0
+        self.expired = self.pruned_checkpoints = 0
         self.rejections: Counter[str] = Counter()
         self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
         self.announcements = Announcements(on_drop)
@@ -293,7 +297,7 @@ class Store:
         expired (and its export, with a hook), and O(n) for the n checkpoints of
         the thread once per a tenth of the limit under rolling history.
         """
-        checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, _, run_id, _ = record
+        checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, _ = record
         limits = self.limits
         max_length = limits.max_identifier_length
         rolling = None
@@ -333,23 +337,32 @@ class Store:
                 identifiers.refuse("parent checkpoint_id", parent_id, limits)
             record_bytes = len(checkpoint_data) + len(metadata_data)
             new_bytes = old_bytes = replaced_blobs = 0
+            # the heap estimate's varying part (engine.memory): the record's id and version slots
+            extra = _SLOT * len(versions) + (
+                len(checkpoint_id) if replaced is None else -_SLOT * len(replaced.versions)
+            )
             known_channels = self.known_channels
             for key, blob in new_blobs.items():
-                channel, version = key  # a new key of the store: checked here, once
-                if channel not in known_channels:
-                    identifiers.admit_channel(self, channel)
-                if type(version) is str:
-                    if not 0 < len(version) <= max_length or not version.isprintable():
-                        identifiers.check_version(channel, version, limits)
-                elif type(version) is not int and type(version) is not float:
-                    identifiers.check_version(channel, version, limits)
-                if blob is not None:
-                    new_bytes += len(blob[1])
                 old = blobs.get(key, _MISSING)
-                if old is not _MISSING:
+                if old is _MISSING:  # a new key of the store: checked here, once
+                    channel, version = key
+                    if channel not in known_channels:
+                        identifiers.admit_channel(self, channel)
+                    if type(version) is str:
+                        size = len(version)
+                        if not 0 < size <= max_length or not version.isprintable():
+                            identifiers.check_version(channel, version, limits)
+                        extra += _TEXT + size
+                    elif type(version) is not int and type(version) is not float:
+                        identifiers.check_version(channel, version, limits)
+                else:
                     replaced_blobs += 1
                     if old is not None:
                         old_bytes += len(old[1])  # type: ignore[index]
+                        extra -= _VALUE
+                if blob is not None:
+                    new_bytes += len(blob[1])
+                    extra += _VALUE
             growth = record_bytes + new_bytes - old_bytes
             if replaced is not None:
                 growth -= len(replaced.checkpoint_data) + len(replaced.metadata_data)
@@ -359,9 +372,27 @@ class Store:
                 state = target.state_size(record, new_blobs)
                 if state > limits.max_checkpoint_bytes:
                     policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
-            net = growth if rolling is None else growth - rolling.freed_bytes
-            if self.nbytes + net > limits.max_total_bytes or (thread is None and len(threads) >= limits.max_threads):
-                policy.make_room(self, net, (thread,) if thread is not None else (), thread_id, now, thread is None)
+            if space is None:
+                extra += len(namespace)
+            net = growth if rolling is None else growth - rolling.freed.nbytes
+            if (
+                self.nbytes + net > limits.max_total_bytes
+                or (thread is None and len(threads) >= limits.max_threads)
+                or self.memory_limited
+            ):
+                freed = _NOTHING if rolling is None else rolling.freed
+                footprint = memory.change(
+                    net,
+                    extra - freed.extra,
+                    checkpoints=(replaced is None) - freed.checkpoints,
+                    writes=-freed.writes,
+                    blobs=len(new_blobs) - replaced_blobs - freed.blobs,
+                    namespaces=space is None,
+                    thread_id=thread_id if thread is None else None,
+                )
+                policy.make_room(
+                    self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
+                )
             # --- every check passed: apply --------------------------------------------------------
             if thread is None:
                 thread = self.new_thread(thread_id, now)
@@ -379,6 +410,8 @@ class Store:
             space.records[checkpoint_id] = record
             thread.nbytes += growth
             self.nbytes += growth
+            thread.extra += extra
+            self.extra += extra
             added_blobs = len(new_blobs) - replaced_blobs
             if added_blobs:
                 thread.blobs += added_blobs
@@ -450,22 +483,25 @@ class Store:
                 identifiers.refuse("checkpoint_id", checkpoint_id, limits)
             accepted: dict[tuple[str, int], WriteRecord] = {}
             batch = growth = added = 0
+            extra = _WRITE_SET if stored is None else 0  # the heap estimate's varying part (engine.memory)
             checked_task: object = _MISSING
             checked_path: object = _MISSING
             known_channels = self.known_channels
             for write in writes:
                 task_id, idx, channel, _, value_data, task_path = write
                 if task_id is not checked_task:
-                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
+                    task_text = len(task_id) if type(task_id) is str else 0
+                    if type(task_id) is not str or not 0 < task_text <= max_length or not task_id.isprintable():
                         identifiers.refuse("task_id", task_id, limits)
                     checked_task = task_id
                 if task_path is not checked_path:
                     if type(task_path) is not str:
                         raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                    path_text = len(task_path)
                     checked_path = task_path
                 if channel not in known_channels:
                     identifiers.admit_channel(self, channel)
-                size = len(value_data) + len(task_path)
+                size = len(value_data) + path_text
                 batch += size
                 key = (task_id, idx)
                 if key in accepted or (stored is not None and key in stored):
@@ -473,9 +509,11 @@ class Store:
                         continue  # a regular write is kept once
                     old = accepted.get(key) or stored[key]  # type: ignore[index]
                     growth -= len(old.value_data) + len(old.task_path)
+                    extra -= len(old.task_id) + len(old.task_path)
                     added -= 1  # it replaces a write of this batch or a stored one
                 accepted[key] = write
                 growth += size
+                extra += task_text + path_text
                 added += 1
             if batch > limits.max_pending_write_bytes:
                 policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
@@ -484,8 +522,23 @@ class Store:
                     thread.last_used = now
                     threads.move_to_end(thread_id)
                 return
-            if self.nbytes + growth > limits.max_total_bytes or (thread is None and len(threads) >= limits.max_threads):
-                policy.make_room(self, growth, (thread,) if thread is not None else (), thread_id, now, thread is None)
+            if space is None:
+                extra += len(namespace)
+            if (
+                self.nbytes + growth > limits.max_total_bytes
+                or (thread is None and len(threads) >= limits.max_threads)
+                or self.memory_limited
+            ):
+                footprint = memory.change(
+                    growth,
+                    extra,
+                    writes=added,
+                    namespaces=space is None,
+                    thread_id=thread_id if thread is None else None,
+                )
+                policy.make_room(
+                    self, growth, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
+                )
             # --- every check passed: apply --------------------------------------------------------
             if thread is None:
                 thread = self.new_thread(thread_id, now)
@@ -503,6 +556,8 @@ class Store:
             self.writes += added
             thread.nbytes += growth
             self.nbytes += growth
+            thread.extra += extra
+            self.extra += extra
             if self.changed is not None:
                 self.changed.add(thread_id)
         finally:
@@ -511,6 +566,7 @@ class Store:
     def new_thread(self, thread_id: str, now: float) -> Thread:
         """Create a thread at the most recently used end. Runtime complexity: O(1)."""
         thread = self.threads[thread_id] = Thread(thread_id, now, next(self.creation))
+        self.extra += thread.extra
         self.next_expiry = min(self.next_expiry, now + self.limits.idle_ttl_seconds)
         return thread
 
@@ -612,7 +668,7 @@ class Store:
         with self.lock:
             self.threads = OrderedDict()
             self.runs = {}
-            self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = 0
+            self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.extra = 0
             self.next_expiry = math.inf
             self.tombstones.clear()
             if self.exports is not None:
@@ -631,9 +687,12 @@ class Store:
                 blobs=self.blobs,
                 total_bytes=self.nbytes,
                 max_total_bytes=self.limits.max_total_bytes,
-                evicted_threads=self.evicted_for_threads + self.evicted_for_bytes,
+                memory_bytes=memory.of_store(self),
+                max_memory_bytes=self.limits.max_memory_bytes,
+                evicted_threads=self.evicted_for_threads + self.evicted_for_bytes + self.evicted_for_memory,
                 evicted_for_threads=self.evicted_for_threads,
                 evicted_for_bytes=self.evicted_for_bytes,
+                evicted_for_memory=self.evicted_for_memory,
                 expired_threads=self.expired,
                 pruned_checkpoints=self.pruned_checkpoints,
                 dropped_thread_records=len(self.tombstones),
@@ -688,6 +747,7 @@ class Store:
         self.writes -= thread.writes
         self.blobs -= thread.blobs
         self.namespaces -= len(thread.namespaces)
+        self.extra -= thread.extra
         for run_id in thread.runs:
             lineage.unindex_run(self, run_id, thread_id)
         if self.changed is not None:
@@ -695,6 +755,8 @@ class Store:
 
 
 make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
+_SLOT, _TEXT, _VALUE, _WRITE_SET = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET  # globals: fast loads
+_NOTHING = Totals()
 
 
 def _creation_order(thread: Thread) -> int:

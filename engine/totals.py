@@ -19,6 +19,7 @@ class Totals:
     writes: int = 0
     blobs: int = 0
     namespaces: int = 0
+    extra: int = 0  # the varying part of the heap estimate (engine.memory)
 
     def plus(self, other: Totals) -> Totals:
         """The sum of both. Runtime complexity: O(1)."""
@@ -28,4 +29,5 @@ class Totals:
             self.writes + other.writes,
             self.blobs + other.blobs,
             self.namespaces + other.namespaces,
+            self.extra + other.extra,
         )

@@ -12,7 +12,8 @@ the write path: a scrape calls ``stats()`` (O(1)) and reads the config.
 Every name starts with ``langgraph_checkpoint_bounded_``:
 
 - gauges of what the store holds: ``threads``, ``namespaces``, ``checkpoints``, ``pending_writes``,
-  ``blobs``, ``total_bytes`` (counted serialized bytes), ``dropped_thread_records`` and
+  ``blobs``, ``total_bytes`` (counted serialized bytes), ``memory_bytes`` (the heap estimate),
+  ``dropped_thread_records`` and
   ``dropped_thread_record_bytes``;
 - one gauge per numeric config field, named as the field: ``max_threads``, ``max_total_bytes``,
   ``idle_ttl_seconds``... (``+Inf`` for a lifted limit);
@@ -41,6 +42,7 @@ from saver.saver import BoundedInMemorySaver
 PREFIX = "langgraph_checkpoint_bounded_"
 STATS_NOT_EXPORTED = {  # StoreStats fields with no metric of their own, and why
     "max_total_bytes": "the max_total_bytes gauge exports every configured limit",
+    "max_memory_bytes": "the max_memory_bytes gauge exports every configured limit",
     "evicted_threads": "the sum of evictions_total over its reasons",
 }
 
@@ -66,13 +68,20 @@ class SaverCollector(Collector):
         yield _gauge(
             "total_bytes", "Serialized payload bytes stored, as max_total_bytes counts them.", stats.total_bytes
         )
+        yield _gauge(
+            "memory_bytes", "Estimated heap the store holds: payload plus its objects' overhead.", stats.memory_bytes
+        )
         yield _gauge("dropped_thread_records", "Evicted or expired threads remembered.", stats.dropped_thread_records)
         yield _gauge("dropped_thread_record_bytes", "Bytes those records hold.", stats.dropped_thread_record_bytes)
         yield _counter(
             "evictions",
             "Threads evicted whole, by the limit that evicted them.",
             "reason",
-            {"max_threads": stats.evicted_for_threads, "max_total_bytes": stats.evicted_for_bytes},
+            {
+                "max_threads": stats.evicted_for_threads,
+                "max_total_bytes": stats.evicted_for_bytes,
+                "max_memory_bytes": stats.evicted_for_memory,
+            },
         )
         yield _counter("expired_threads", "Threads removed after idle_ttl_seconds unused.", None, stats.expired_threads)
         yield _counter("rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from engine import Store, StoreLimits
-from engine.namespace import Namespace, carry_out, plan_removal
+from engine.lineage import carry_out, plan_removal
+from engine.namespace import Namespace
 from engine.records import CheckpointRecord
 
 # Few distinct ids, so that replacing, removing and inserting between stored ids all happen often.
