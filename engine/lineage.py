@@ -162,11 +162,10 @@ def plan_removal(space: Namespace, checkpoint_ids: Iterable[str], keep_blobs: Co
         extra += memory.record_extra(record)
         stored = space.writes.get(checkpoint_id)
         if stored:
-            extra += memory.WRITE_SET
+            extra += memory.write_set_extra(stored)
             for write in stored.values():
                 writes += 1
                 nbytes += write.nbytes
-                extra += memory.write_extra(write)
     gone = set(ids)
     referenced = {key for cid, record in records.items() if cid not in gone for key in record.blob_keys()}
     blob_keys = [key for key in space.blobs if key not in referenced and key not in keep_blobs]

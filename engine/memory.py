@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.namespace import Namespace
@@ -73,9 +74,11 @@ BLOB = PAIR + TUPLE_KEY_ENTRY
 VALUE = PAIR + BYTES
 """What a blob that holds a value adds: the ``(type, bytes)`` pair and the bytes header."""
 
-WRITE = sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + PAIR + TUPLE_KEY_ENTRY + 2 * STR
-"""A pending write: its record, its value's bytes header, its ``(task_id, idx)`` key and entry,
-the headers of its task id and task path."""
+WRITE = sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + PAIR + TUPLE_KEY_ENTRY
+"""A pending write: its record, its value's bytes header, its ``(task_id, idx)`` key and entry."""
+
+TASK = 2 * STR
+"""A task with writes at a checkpoint: the headers of its id and path, which its writes share."""
 
 WRITE_SET = DICT + STR_KEY_ENTRY
 """The writes of one checkpoint: their dict and its entry."""
@@ -98,18 +101,19 @@ def blob_extra(key: BlobKey, blob: Blob) -> int:
     return (VALUE if blob is not None else 0) + (STR + len(version) if type(version) is str else 0)
 
 
-def write_extra(write: WriteRecord) -> int:
-    """The text of its task id and task path. Runtime complexity: O(1)."""
-    return len(write.task_id) + len(write.task_path)
+def write_set_extra(stored: Mapping[tuple[str, int], WriteRecord]) -> int:
+    """The writes of one checkpoint: their dict, and each task's id and path strings (its writes
+    share them; the id's text is counted, the path's is not). Runtime complexity: O(len(stored)).
+    """
+    tasks = {task_id for task_id, _ in stored}
+    return WRITE_SET + TASK * len(tasks) + sum(map(len, tasks))
 
 
 def namespace_extra(space: Namespace) -> int:
     """Everything varying a namespace holds, recounted. Runtime complexity: O(size of the namespace)."""
     extra = sum(record_extra(record) for record in space.records.values())
     extra += sum(blob_extra(key, blob) for key, blob in space.blobs.items())
-    for stored in space.writes.values():
-        extra += WRITE_SET + sum(write_extra(write) for write in stored.values())
-    return extra
+    return extra + sum(write_set_extra(stored) for stored in space.writes.values())
 
 
 def thread_extra(thread: Thread) -> int:

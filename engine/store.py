@@ -25,6 +25,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
+from operator import itemgetter
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, memory, moves, policy
@@ -490,8 +491,7 @@ class Store:
             for write in writes:
                 task_id, idx, channel, _, value_data, task_path = write
                 if task_id is not checked_task:
-                    task_text = len(task_id) if type(task_id) is str else 0
-                    if type(task_id) is not str or not 0 < task_text <= max_length or not task_id.isprintable():
+                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
                         identifiers.refuse("task_id", task_id, limits)
                     checked_task = task_id
                 if task_path is not checked_path:
@@ -509,11 +509,9 @@ class Store:
                         continue  # a regular write is kept once
                     old = accepted.get(key) or stored[key]  # type: ignore[index]
                     growth -= len(old.value_data) + len(old.task_path)
-                    extra -= len(old.task_id) + len(old.task_path)
                     added -= 1  # it replaces a write of this batch or a stored one
                 accepted[key] = write
                 growth += size
-                extra += task_text + path_text
                 added += 1
             if batch > limits.max_pending_write_bytes:
                 policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
@@ -522,6 +520,11 @@ class Store:
                     thread.last_used = now
                     threads.move_to_end(thread_id)
                 return
+            tasks = set(map(_task_of, accepted))  # a task new to this checkpoint's writes adds its id and path
+            if stored is not None:
+                tasks.difference_update(map(_task_of, stored))
+            if tasks:
+                extra += _TASK * len(tasks) + sum(map(len, tasks))
             if space is None:
                 extra += len(namespace)
             if (
@@ -755,7 +758,8 @@ class Store:
 
 
 make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
-_SLOT, _TEXT, _VALUE, _WRITE_SET = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET  # globals: fast loads
+_SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
+_task_of = itemgetter(0)  # a write key's task id
 _NOTHING = Totals()
 
 
