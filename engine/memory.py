@@ -78,7 +78,7 @@ WRITE = sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + PAIR + TUPL
 """A pending write: its record, its value's bytes header, its ``(task_id, idx)`` key and entry."""
 
 TASK = 2 * STR
-"""A task with writes at a checkpoint: the headers of its id and path, which its writes share."""
+"""A task's writes at a checkpoint: the headers of the id and path strings they share."""
 
 WRITE_SET = DICT + STR_KEY_ENTRY
 """The writes of one checkpoint: their dict and its entry."""
@@ -102,11 +102,18 @@ def blob_extra(key: BlobKey, blob: Blob) -> int:
 
 
 def write_set_extra(stored: Mapping[tuple[str, int], WriteRecord]) -> int:
-    """The writes of one checkpoint: their dict, and each task's id and path strings (its writes
-    share them; the id's text is counted, the path's is not). Runtime complexity: O(len(stored)).
+    """The writes of one checkpoint: their dict, and the id and path strings of each run of
+    consecutive writes of one task (a task's writes arrive together and share its strings).
+
+    Runtime complexity: O(len(stored)).
     """
-    tasks = {task_id for task_id, _ in stored}
-    return WRITE_SET + TASK * len(tasks) + sum(map(len, tasks))
+    extra = WRITE_SET
+    previous = None
+    for task_id, _ in stored:
+        if task_id != previous:
+            extra += TASK + len(task_id)
+            previous = task_id
+    return extra
 
 
 def namespace_extra(space: Namespace) -> int:

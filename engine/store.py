@@ -25,7 +25,6 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from operator import itemgetter
 from typing import NamedTuple
 
 from engine import check, identifiers, lineage, memory, moves, policy
@@ -484,7 +483,8 @@ class Store:
                 identifiers.refuse("checkpoint_id", checkpoint_id, limits)
             accepted: dict[tuple[str, int], WriteRecord] = {}
             batch = growth = added = 0
-            extra = _WRITE_SET if stored is None else 0  # the heap estimate's varying part (engine.memory)
+            extra = 0  # the heap estimate's varying part (engine.memory)
+            last_task = None if stored is None else next(reversed(stored))[0]  # whose strings a new write shares
             checked_task: object = _MISSING
             checked_path: object = _MISSING
             known_channels = self.known_channels
@@ -509,7 +509,10 @@ class Store:
                         continue  # a regular write is kept once
                     old = accepted.get(key) or stored[key]  # type: ignore[index]
                     growth -= len(old.value_data) + len(old.task_path)
-                    added -= 1  # it replaces a write of this batch or a stored one
+                    added -= 1  # it replaces a write of this batch or a stored one, in place
+                elif task_id != last_task:  # a new run of one task's writes: its id and path strings
+                    extra += _TASK + len(task_id)
+                    last_task = task_id
                 accepted[key] = write
                 growth += size
                 added += 1
@@ -520,11 +523,8 @@ class Store:
                     thread.last_used = now
                     threads.move_to_end(thread_id)
                 return
-            tasks = set(map(_task_of, accepted))  # a task new to this checkpoint's writes adds its id and path
-            if stored is not None:
-                tasks.difference_update(map(_task_of, stored))
-            if tasks:
-                extra += _TASK * len(tasks) + sum(map(len, tasks))
+            if stored is None:
+                extra += _WRITE_SET
             if space is None:
                 extra += len(namespace)
             if (
@@ -759,7 +759,6 @@ class Store:
 
 make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
-_task_of = itemgetter(0)  # a write key's task id
 _NOTHING = Totals()
 
 
