@@ -99,9 +99,8 @@ def main() -> None:
                     costs[operation].append(measured["new"][operation] / measured["old"][operation])
             for operation, values in costs.items():
                 quartiles = statistics.quantiles(values, n=4)
-                print(
-                    f"{operation}: new / old = {statistics.median(values):.3f} (quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}, {len(values)} rounds)"
-                )
+                spread = f"quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}, {len(values)} rounds"
+                print(f"{operation}: new / old = {statistics.median(values):.3f} ({spread})")
         finally:
             for tree in trees.values():
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
