@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from engine.namespace import Namespace
 from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
 from engine.thread import Thread
+from engine.tombstones import DroppedThread
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -85,6 +86,9 @@ WRITE_SET = DICT + STR_KEY_ENTRY
 
 RUN = STR + STR_KEY_ENTRY + SET
 """A run a thread holds: its id's header, its entry in the run index and its set of holders."""
+
+TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + LRU_ENTRY + 2 * STR
+"""A tombstone: its record, its entry, the headers of the ids it keeps (their text is its ``nbytes``)."""
 
 
 # --- the varying part ("extra"), one function per kind of object; the write transactions inline them ---
@@ -148,9 +152,12 @@ def of_thread(thread: Thread) -> int:
 
 
 def of_store(store: Store) -> int:
-    """The heap the whole store holds. Runtime complexity: O(1), from its counters."""
+    """The heap the whole store holds, its tombstones included. Runtime complexity: O(1), from its counters."""
+    tombstones = store.tombstones
     return (
-        store.nbytes
+        TOMBSTONE * len(tombstones)
+        + tombstones.nbytes
+        + store.nbytes
         + store.extra
         + CHECKPOINT * store.checkpoints
         + WRITE * store.writes

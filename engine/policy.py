@@ -104,7 +104,9 @@ def make_room(
     if ``adds_thread``; or reject.
 
     Feasibility is decided first: a rejection evicts nobody. An idle thread past
-    its TTL taken on the way counts as expired, not evicted.
+    its TTL taken on the way counts as expired, not evicted. Under
+    ``max_memory_bytes``, once no other thread is left, the oldest tombstones go
+    too (each eviction leaves one, and they hold memory).
 
     Raises:
         CheckpointCapacityError: ``max_total_bytes``, ``max_memory_bytes`` or
@@ -133,7 +135,12 @@ def make_room(
             limit = "max_memory_bytes"
         else:
             return
-        victim = next(thread for thread in threads.values() if thread not in keep)
+        victim = next((thread for thread in threads.values() if thread not in keep), None)
+        if victim is None:  # only tombstones are left to shed: the memory they hold
+            if store.tombstones.forget_oldest():
+                continue
+            return  # unreachable: the feasibility test above counted everything that stays
+
         if now - victim.last_used >= ttl:
             _expire_one(store, victim, ttl, now)
         elif limit == "max_threads":

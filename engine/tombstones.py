@@ -89,6 +89,17 @@ class Tombstones:
         if record is not None:
             self.nbytes -= record.nbytes
 
+    def forget_oldest(self) -> bool:
+        """Drop the oldest record, if any (to make room under ``max_memory_bytes``); return whether one went.
+
+        Runtime complexity: O(1).
+        """
+        if not self.records:
+            return False
+        _, oldest = self.records.popitem(last=False)
+        self.nbytes -= oldest.nbytes
+        return True
+
     def clear(self) -> None:
         """Forget everything. Runtime complexity: O(n) to free the records."""
         self.records.clear()
