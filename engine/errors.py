@@ -12,6 +12,9 @@ class CheckpointCapacityError(Exception):
         needed: What the operation needed, in the limit's unit (None for
             ``ThreadEvictedError``).
         thread_id: The thread the operation was for, when there is one.
+
+    ``hint`` replaces the message's last sentence (which limit to raise) with
+    what to do instead.
     """
 
     def __init__(
@@ -22,6 +25,7 @@ class CheckpointCapacityError(Exception):
         *,
         thread_id: str | None = None,
         message: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.limit = limit
         self.limit_value = limit_value
@@ -31,7 +35,7 @@ class CheckpointCapacityError(Exception):
         super().__init__(
             message
             or f"{limit} exceeded{where}: the operation needs {_number(needed)}, "
-            f"the limit is {_number(limit_value)}. Nothing was changed; raise {limit} to allow it."
+            f"the limit is {_number(limit_value)}. Nothing was changed. {hint or f'Raise {limit} to allow it.'}"
         )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 KIB = 1024
 MIB = 1024 * KIB
 CHECKPOINT_LIMIT_POLICIES = ("reject", "prune_oldest")
+NAMESPACE_LIMIT_POLICIES = ("reject", "prune_oldest")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class StoreLimits:
     ``"prune_oldest"``: drop the thread's oldest checkpoints, a tenth of the
     limit at a time, keeping every ancestor a surviving checkpoint needs to
     rebuild its delta channels (see ``Store.put_checkpoint``).
+
+    ``on_namespace_limit`` says what ``max_namespaces_per_thread`` does:
+    ``"reject"`` an additional namespace (the reference behaviour), or
+    ``"prune_oldest"``: drop the thread's least recently written completed
+    subgraph namespaces whole (see ``engine.policy.plan_namespaces``).
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
@@ -37,6 +43,7 @@ class StoreLimits:
     max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
     max_dropped_thread_records: int = 1_000  # evicted/expired threads remembered so their late writes fail loudly
     on_checkpoint_limit: str = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints to make room
+    on_namespace_limit: str = "reject"  # or "prune_oldest": drop a thread's oldest completed subgraph namespaces
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -48,6 +55,10 @@ class StoreLimits:
         if self.on_checkpoint_limit not in CHECKPOINT_LIMIT_POLICIES:
             raise ValueError(
                 f"on_checkpoint_limit must be one of {CHECKPOINT_LIMIT_POLICIES}, got {self.on_checkpoint_limit!r}"
+            )
+        if self.on_namespace_limit not in NAMESPACE_LIMIT_POLICIES:
+            raise ValueError(
+                f"on_namespace_limit must be one of {NAMESPACE_LIMIT_POLICIES}, got {self.on_namespace_limit!r}"
             )
 
     @classmethod

@@ -233,6 +233,32 @@ def remove_checkpoints(
         store.unlink(thread)
 
 
+def remove_namespace(store: Store, thread: Thread, namespace: str) -> None:
+    """Remove a namespace of a stored thread whole, keeping every total and the run index.
+
+    Runtime complexity: O(size of the namespace) to recount what it frees, plus
+    O(checkpoints of the thread) to recount its runs.
+    """
+    space = thread.namespaces.pop(namespace)
+    freed = space.recount()
+    extra = memory.namespace_extra(space) + len(namespace)
+    thread.nbytes -= freed.nbytes
+    thread.checkpoints -= freed.checkpoints
+    thread.writes -= freed.writes
+    thread.blobs -= freed.blobs
+    thread.extra -= extra
+    store.nbytes -= freed.nbytes
+    store.checkpoints -= freed.checkpoints
+    store.writes -= freed.writes
+    store.blobs -= freed.blobs
+    store.namespaces -= 1
+    store.extra -= extra
+    if any(record.run_id is not None for record in space.records.values()):
+        reindex_runs(store, thread)
+    if store.changed is not None:
+        store.changed.add(thread.thread_id)
+
+
 def delete_runs(store: Store, runs: set[str]) -> int:
     """Remove the checkpoints created by these runs, with their writes; return how many went.
 

@@ -167,31 +167,110 @@ def remove(store: Store, thread: Thread, limit: str, limit_value: float, now: fl
     store.unlink(thread)
 
 
-def reject(store: Store, limit: str, limit_value: float, needed: float, thread_id: str | None) -> NoReturn:
-    """Count a rejection and raise its ``CheckpointCapacityError``. Runtime complexity: O(1)."""
+def reject(
+    store: Store, limit: str, limit_value: float, needed: float, thread_id: str | None, hint: str | None = None
+) -> NoReturn:
+    """Count a rejection and raise its ``CheckpointCapacityError`` (``hint``: what to do). Runtime complexity: O(1)."""
     store.rejections[limit] += 1
-    raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id)
+    raise CheckpointCapacityError(limit, limit_value, needed, thread_id=thread_id, hint=hint)
 
 
 # --- new threads and namespaces -----------------------------------------------------------------------------
 
 
-def admit_location(store: Store, thread: Thread | None, thread_id: str, namespace: str) -> None:
+def admit_location(store: Store, thread: Thread | None, thread_id: str, namespace: str) -> Pruning | None:
     """Check the identifiers a write adds as new keys, and ``max_namespaces_per_thread``.
+
+    Returns the namespaces to prune first when the thread is at the limit under
+    ``on_namespace_limit="prune_oldest"`` (``plan_namespaces``), else None.
 
     Raises:
         ValueError: A new thread id or namespace is invalid.
         CheckpointCapacityError: The thread would have one namespace too many.
 
-    Runtime complexity: O(length of the identifiers).
+    Runtime complexity: O(length of the identifiers), plus O(namespaces) at the limit.
     """
     limits = store.limits
     if thread is None:
         identifiers.check_identifier("thread_id", thread_id, limits)
     identifiers.check_namespace(namespace, limits)
-    count = (len(thread.namespaces) if thread is not None else 0) + 1
-    if count > limits.max_namespaces_per_thread:
-        reject(store, "max_namespaces_per_thread", limits.max_namespaces_per_thread, count, thread_id)
+    if thread is None or len(thread.namespaces) < limits.max_namespaces_per_thread:
+        return None
+    return plan_namespaces(store, thread)
+
+
+# --- pruning a thread's own history: namespaces and rolling checkpoints -----------------------------------
+
+
+class Pruning(NamedTuple):
+    """What a write removes from its own thread to fit its limits, planned before anything changes.
+
+    Attributes:
+        namespaces: Namespaces removed whole (``on_namespace_limit="prune_oldest"``).
+        removals: Oldest checkpoints removed per namespace (``on_checkpoint_limit="prune_oldest"``).
+        freed: What all of it frees.
+    """
+
+    namespaces: tuple[str, ...]
+    removals: dict[str, Removal]
+    freed: Totals
+
+
+NO_PRUNING = Pruning((), {}, Totals())
+
+_SUBGRAPHS = (
+    "Namespaces come from subgraph calls: each call checkpoints under a namespace of its own "
+    "(node:<task id>), so a thread gains one per call."
+)
+
+
+def plan_namespaces(store: Store, thread: Thread) -> Pruning:
+    """The namespaces to remove whole so that a thread at ``max_namespaces_per_thread`` can take a new one.
+
+    Under ``on_namespace_limit="prune_oldest"``, takes the least recently written
+    non-root namespaces that are complete: their newest checkpoint id sorts below
+    the root namespace's newest. Ids are time-ordered, so what stays is what the
+    current step still needs: subgraphs running, interrupted, or of the current
+    step are never taken. Changes nothing.
+
+    Raises:
+        CheckpointCapacityError: ``max_namespaces_per_thread``, under ``"reject"``
+            or when no namespace is complete; the message says why and what to do.
+
+    Runtime complexity: O(s log s) for the s namespaces of the thread, plus the
+    size of the one taken.
+    """
+    limits = store.limits
+    maximum = limits.max_namespaces_per_thread
+    count = len(thread.namespaces) + 1
+    held = f"The thread holds {len(thread.namespaces)} namespaces; this write would add one more."
+    if limits.on_namespace_limit != "prune_oldest":
+        hint = (
+            f'{held} {_SUBGRAPHS} Set on_namespace_limit="prune_oldest" to remove the oldest completed '
+            f"subgraph namespaces as new ones come, or raise max_namespaces_per_thread."
+        )
+        reject(store, "max_namespaces_per_thread", maximum, count, thread.thread_id, hint)
+    root = thread.namespaces.get("")
+    cutoff = root.ids[-1] if root is not None and root.ids else None
+    complete = sorted(
+        (space.ids[-1], name)
+        for name, space in thread.namespaces.items()
+        if name and space.ids and cutoff is not None and space.ids[-1] < cutoff
+    )
+    if not complete:
+        hint = (
+            f"{held} None of them is complete: every subgraph namespace belongs to a subgraph that is still "
+            f"running, interrupted, or of the current step (more than max_namespaces_per_thread at once, a wide "
+            f"fan-out for example). Raise max_namespaces_per_thread above the widest step."
+        )
+        reject(store, "max_namespaces_per_thread", maximum, count, thread.thread_id, hint)
+    name = complete[0][1]
+    space = thread.namespaces[name]
+    freed = space.recount()
+    freed = Totals(
+        freed.nbytes, freed.checkpoints, freed.writes, freed.blobs, 1, memory.namespace_extra(space) + len(name)
+    )
+    return Pruning((name,), {}, freed)
 
 
 # --- writes that continue a dropped thread --------------------------------------------------------------------
@@ -224,17 +303,16 @@ def refuse_continuation(store: Store, thread_id: str, space: Namespace, continue
 # --- rolling history --------------------------------------------------------------------------------------------
 
 
-class RollingPlan(NamedTuple):
-    """The removals, per namespace, that make room for a new checkpoint under ``prune_oldest``, and what they free."""
-
-    removals: dict[str, Removal]
-    freed: Totals
-
-
 def plan_rolling(
-    store: Store, thread: Thread, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
-) -> RollingPlan:
-    """The thread's oldest checkpoints that make room for ``record``, or a rejection.
+    store: Store,
+    thread: Thread,
+    namespace: str,
+    record: CheckpointRecord,
+    new_blobs: Mapping[BlobKey, Blob],
+    pruning: Pruning | None,
+) -> Pruning | None:
+    """The thread's oldest checkpoints that make room for ``record`` (with what ``pruning`` already
+    takes), or a rejection; None when the namespaces ``pruning`` removes make room enough.
 
     Under ``on_checkpoint_limit="prune_oldest"``, takes the thread's oldest
     checkpoints (ids are time-ordered, so across namespaces too), a tenth of the
@@ -251,12 +329,26 @@ def plan_rolling(
     """
     limits = store.limits
     maximum = limits.max_checkpoints_per_thread
-    count = thread.checkpoints + 1
+    pruning = pruning or NO_PRUNING
+    count = thread.checkpoints - pruning.freed.checkpoints + 1
+    if count <= maximum:
+        return pruning if pruning.namespaces else None
     if limits.on_checkpoint_limit != "prune_oldest":
-        reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id)
+        hint = (
+            f"The thread holds {thread.checkpoints} checkpoints, all namespaces counted. Set "
+            f'on_checkpoint_limit="prune_oldest" to keep a rolling history of the newest ones (time travel and '
+            f"DeltaChannel state keep working), or raise max_checkpoints_per_thread."
+        )
+        reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id, hint)
     wanted = count - maximum + max(1, int(maximum // 10)) - 1
     oldest_first = list(
-        heapq.merge(*(zip(space.ids, itertools.repeat(name)) for name, space in thread.namespaces.items()))
+        heapq.merge(
+            *(
+                zip(space.ids, itertools.repeat(name))
+                for name, space in thread.namespaces.items()
+                if name not in pruning.namespaces
+            )
+        )
     )
     written = thread.namespaces.get(namespace)
     parent = written.records.get(record.parent_id) if written is not None and record.parent_id else None
@@ -291,17 +383,20 @@ def plan_rolling(
         name: plan_removal(thread.namespaces[name], ids, keep_blobs if name == namespace else ())
         for name, ids in taken.items()
     }
-    freed = Totals()
+    freed = pruning.freed
     for removal in removals.values():
         freed = freed.plus(removal.freed)
-    return RollingPlan(removals, freed)
+    return Pruning(pruning.namespaces, removals, freed)
 
 
-def apply_rolling(store: Store, thread: Thread, plan: RollingPlan) -> None:
-    """Carry out a plan of ``plan_rolling``, counting the checkpoints pruned.
+def carry_out(store: Store, thread: Thread, pruning: Pruning) -> None:
+    """Carry out a plan of ``plan_namespaces`` or ``plan_rolling``, counting what it pruned.
 
-    Runtime complexity: that of ``lineage.remove_checkpoints`` per namespace.
+    Runtime complexity: O(size of what it removes) (``lineage``'s removals).
     """
-    for name, removal in plan.removals.items():
+    for name in pruning.namespaces:
+        lineage.remove_namespace(store, thread, name)
+        store.pruned_namespaces += 1
+    for name, removal in pruning.removals.items():
         lineage.remove_checkpoints(store, thread, name, removal)
         store.pruned_checkpoints += len(removal.checkpoint_ids)

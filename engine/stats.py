@@ -29,6 +29,7 @@ class StoreStats:
         evicted_for_memory: Of those, evicted to respect ``max_memory_bytes``.
         expired_threads: Threads removed after ``idle_ttl_seconds`` unused.
         pruned_checkpoints: Oldest checkpoints dropped by ``on_checkpoint_limit="prune_oldest"``.
+        pruned_namespaces: Completed subgraph namespaces dropped by ``on_namespace_limit="prune_oldest"``.
         dropped_thread_records: Evicted or expired threads remembered so that
             their late writes raise ``ThreadEvictedError``.
         dropped_thread_record_bytes: Identifier bytes those records hold.
@@ -51,6 +52,7 @@ class StoreStats:
     evicted_for_memory: int
     expired_threads: int
     pruned_checkpoints: int
+    pruned_namespaces: int
     dropped_thread_records: int
     dropped_thread_record_bytes: int
     drop_hook_errors: int = 0

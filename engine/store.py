@@ -7,7 +7,8 @@ and is reached through one cheap test on the way:
 * ``now >= next_expiry``: ``policy.expire``;
 * a new thread or namespace: ``policy.admit_location``;
 * a tombstone for the thread: ``policy.refuse_continuation``;
-* a thread at ``max_checkpoints_per_thread``: ``policy.plan_rolling``;
+* a thread at ``max_namespaces_per_thread`` or ``max_checkpoints_per_thread``:
+  ``policy.plan_namespaces``, ``policy.plan_rolling`` (prune or reject);
 * over a byte or thread limit: ``policy.make_room`` (evict, or reject);
 * snapshots taken: ``changed.add``.
 
@@ -118,7 +119,7 @@ class Store:
         self.next_expiry = math.inf
         self.creation = itertools.count()
         self.evicted_for_threads = self.evicted_for_bytes = self.evicted_for_memory = 0
-        self.expired = self.pruned_checkpoints = 0
+        self.expired = self.pruned_checkpoints = self.pruned_namespaces = 0
         self.rejections: Counter[str] = Counter()
         self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
         self.announcements = Announcements(on_drop)
@@ -300,7 +301,7 @@ class Store:
         checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, _ = record
         limits = self.limits
         max_length = limits.max_identifier_length
-        rolling = None
+        pruning = None  # what the write prunes from its own thread, planned before anything changes
         revived = False
         lock = self.lock
         lock.acquire()  # not `with`: half the cost, on the path every step of every graph takes
@@ -313,7 +314,7 @@ class Store:
             space = None if thread is None else thread.namespaces.get(namespace)
             target = space
             if target is None:
-                policy.admit_location(self, thread, thread_id, namespace)
+                pruning = policy.admit_location(self, thread, thread_id, namespace)
                 target = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
                 revived = policy.refuse_continuation(self, thread_id, target, parent_id, now)
@@ -328,7 +329,7 @@ class Store:
                 ):
                     identifiers.refuse("checkpoint_id", checkpoint_id, limits)
                 if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
-                    rolling = policy.plan_rolling(self, thread, namespace, record, new_blobs)
+                    pruning = policy.plan_rolling(self, thread, namespace, record, new_blobs, pruning)
             if (
                 parent_id is not None
                 and parent_id not in records
@@ -374,13 +375,13 @@ class Store:
                     policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
             if space is None:
                 extra += len(namespace)
-            net = growth if rolling is None else growth - rolling.freed.nbytes
+            net = growth if pruning is None else growth - pruning.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                freed = _NOTHING if rolling is None else rolling.freed
+                freed = _NOTHING if pruning is None else pruning.freed
                 footprint = memory.change(
                     net,
                     extra - freed.extra,
@@ -399,8 +400,8 @@ class Store:
             else:
                 thread.last_used = now
                 threads.move_to_end(thread_id)
-                if rolling is not None:
-                    policy.apply_rolling(self, thread, rolling)
+                if pruning is not None:
+                    policy.carry_out(self, thread, pruning)
                     space = thread.namespaces.get(namespace)  # pruning may have emptied it
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
@@ -465,8 +466,9 @@ class Store:
             thread = threads.get(thread_id)
             space = None if thread is None else thread.namespaces.get(namespace)
             target = space
+            pruning = None  # namespaces the write prunes from its own thread, planned before anything changes
             if target is None:
-                policy.admit_location(self, thread, thread_id, namespace)
+                pruning = policy.admit_location(self, thread, thread_id, namespace)
                 target = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
                 policy.refuse_continuation(self, thread_id, target, checkpoint_id, now)
@@ -527,20 +529,24 @@ class Store:
                 extra += _WRITE_SET
             if space is None:
                 extra += len(namespace)
+            net = growth if pruning is None else growth - pruning.freed.nbytes
             if (
-                self.nbytes + growth > limits.max_total_bytes
+                self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
+                freed = _NOTHING if pruning is None else pruning.freed
                 footprint = memory.change(
-                    growth,
-                    extra,
-                    writes=added,
-                    namespaces=space is None,
+                    net,
+                    extra - freed.extra,
+                    checkpoints=-freed.checkpoints,
+                    writes=added - freed.writes,
+                    blobs=-freed.blobs,
+                    namespaces=(space is None) - freed.namespaces,
                     thread_id=thread_id if thread is None else None,
                 )
                 policy.make_room(
-                    self, growth, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
+                    self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
                 )
             # --- every check passed: apply --------------------------------------------------------
             if thread is None:
@@ -548,6 +554,8 @@ class Store:
             else:
                 thread.last_used = now
                 threads.move_to_end(thread_id)
+                if pruning is not None:
+                    policy.carry_out(self, thread, pruning)
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
@@ -698,6 +706,7 @@ class Store:
                 evicted_for_memory=self.evicted_for_memory,
                 expired_threads=self.expired,
                 pruned_checkpoints=self.pruned_checkpoints,
+                pruned_namespaces=self.pruned_namespaces,
                 dropped_thread_records=len(self.tombstones),
                 dropped_thread_record_bytes=self.tombstones.nbytes,
                 drop_hook_errors=self.announcements.errors,

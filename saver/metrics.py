@@ -18,7 +18,8 @@ Every name starts with ``langgraph_checkpoint_bounded_``:
 - one gauge per numeric config field, named as the field: ``max_threads``, ``max_total_bytes``,
   ``idle_ttl_seconds``... (``+Inf`` for a lifted limit);
 - counters since the saver was created: ``evictions_total{reason=<limit>}``,
-  ``expired_threads_total``, ``rejections_total{limit=<limit>}``, ``pruned_checkpoints_total`` and
+  ``expired_threads_total``, ``rejections_total{limit=<limit>}``, ``pruned_checkpoints_total``,
+  ``pruned_namespaces_total`` and
   ``drop_hook_errors_total``.
 
 A registry exports one saver: its metric names carry no saver label. Registering the same saver
@@ -87,6 +88,9 @@ class SaverCollector(Collector):
         yield _counter("rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections)
         yield _counter(
             "pruned_checkpoints", "Oldest checkpoints dropped by prune_oldest.", None, stats.pruned_checkpoints
+        )
+        yield _counter(
+            "pruned_namespaces", "Completed subgraph namespaces dropped by prune_oldest.", None, stats.pruned_namespaces
         )
         yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", None, stats.drop_hook_errors)
         yield from self._settings()
