@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from saver import BoundedInMemorySaver
+from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
 from tests.helpers import config, fingerprint, make_checkpoint, put
 
 LONG = "x" * 10_000
@@ -52,6 +52,13 @@ CASES: list[tuple[str, Any, str]] = [
     ("put, no configurable", lambda s: s.put({}, good_checkpoint(), {}, {"a": 1}), "configurable"),
     ("put, checkpoint id None", lambda s: s.put(config("t"), bad_checkpoint(id=None), {}, {"a": 1}), "id"),
     ("put, 10k checkpoint id", lambda s: s.put(config("t"), bad_checkpoint(id=LONG), {}, {"a": 1}), "checkpoint_id"),
+    ("put, empty checkpoint id", lambda s: s.put(config("t"), bad_checkpoint(id=""), {}, {"a": 1}), "checkpoint_id"),
+    (
+        "put, empty id on a stored thread",
+        lambda s: s.put(config("stored"), bad_checkpoint(id=""), {}, {"a": 1}),
+        "checkpoint_id",
+    ),
+    ("list, filter a list", lambda s: list(s.list(config("stored"), filter=["source"])), "filter"),
     (
         "put, no channel_values",
         lambda s: s.put(config("t"), bad_checkpoint(channel_values=...), {}, {}),
@@ -88,6 +95,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("prune, id None", lambda s: s.prune([None]), "thread_id"),
     ("prune, a string", lambda s: s.prune("stored"), "thread_ids"),
     ("prune, strategy", lambda s: s.prune(["stored"], strategy="all"), "strategy"),
+    ("on_namespace_limit", lambda s: InMemoryCheckpointConfig(on_namespace_limit="drop"), "on_namespace_limit"),
 ]
 
 

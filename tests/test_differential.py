@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from saver import BoundedInMemorySaver
+from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
 from tests.graphs import SCENARIOS, Runner
 
 DURABILITIES = ["sync", "async", "exit"]
@@ -35,14 +35,20 @@ CASES = [
 ]
 
 
+ROLLING = InMemoryCheckpointConfig(on_checkpoint_limit="prune_oldest", on_namespace_limit="prune_oldest")
+
+
+@pytest.mark.parametrize("config", [None, ROLLING], ids=["reference policies", "rolling policies"])
 @pytest.mark.parametrize(("scenario_name", "use_async", "durability"), CASES)
-def test_same_results_states_and_history_as_the_stock_saver(scenario_name, use_async, durability) -> None:
+def test_same_results_states_and_history_as_the_stock_saver(scenario_name, use_async, durability, config) -> None:
+    """With the rolling policies too: where nothing had to be pruned, nothing differs."""
     expected = run(scenario_name, StockSaver(), use_async=use_async, durability=durability)
-    ours = BoundedInMemorySaver()
+    ours = BoundedInMemorySaver(config=config)
     actual = run(scenario_name, ours, use_async=use_async, durability=durability)
     assert actual == expected
     ours.check()
-    assert ours.stats().checkpoints > 0
+    stats = ours.stats()
+    assert stats.checkpoints > 0 and (stats.pruned_checkpoints, stats.pruned_namespaces) == (0, 0)
 
 
 def test_a_failed_branch_does_not_rerun_the_successful_one() -> None:

@@ -124,8 +124,13 @@ class BoundedInvariants(RuleBasedStateMachine):
             del self.detached[key]
 
     def sync_shadow_removals(self, threads: list[str]) -> None:
-        """After prune or delete_for_runs, drop from the shadow what our saver removed."""
+        """After prune, delete_for_runs or a put that pruned, drop from the shadow what our saver removed:
+        checkpoints (with their writes), and namespaces it removed whole (with writes to unstored ids)."""
         for thread in threads:
+            export = self.ours.export_thread(thread)
+            kept = set(export.namespaces) if export is not None else set()
+            for key in [key for key in self.shadow.writes if key[0] == thread and key[1] not in kept]:
+                del self.shadow.writes[key]
             for namespace, checkpoints in list(self.shadow.storage.get(thread, {}).items()):
                 kept = set(self.stored_ids(thread, namespace))
                 for checkpoint_id in [c for c in checkpoints if c not in kept]:
@@ -193,12 +198,13 @@ class BoundedInvariants(RuleBasedStateMachine):
         if mark_delta:
             metadata["counters_since_delta_snapshot"] = {DELTA: [1, 1]}
         args = (config(thread, namespace, parent), checkpoint, metadata, new_versions)
-        rolling = self.ours.config.on_checkpoint_limit == "prune_oldest"
+        config_ = self.ours.config
+        rolling = "prune_oldest" in (config_.on_checkpoint_limit, config_.on_namespace_limit)
         before = self.protected_histories([thread]) if rolling else {}
 
         def mirror(shadow: StockSaver) -> None:
             shadow.put(*args)
-            if rolling:  # the put may have pruned the thread's oldest checkpoints
+            if rolling:  # the put may have pruned the thread's oldest checkpoints or namespaces
                 self.sync_shadow_removals([thread])
                 self.assert_histories_kept(before)
 
@@ -216,7 +222,13 @@ class BoundedInvariants(RuleBasedStateMachine):
         stored = self.stored_ids(thread, namespace)
         checkpoint_id = data.draw(st.sampled_from(stored)) if stored else "1ef-pending"
         args = (config(thread, namespace, checkpoint_id), writes, task_id, task_path)
-        self.attempt(lambda s: s.put_writes(*args), lambda s: s.put_writes(*args), uses=(thread,))
+
+        def mirror(shadow: StockSaver) -> None:
+            shadow.put_writes(*args)
+            if self.ours.config.on_namespace_limit == "prune_oldest":  # a new namespace may have pruned others
+                self.sync_shadow_removals([thread])
+
+        self.attempt(lambda s: s.put_writes(*args), mirror, uses=(thread,))
 
     @rule(thread=S.thread_ids, namespace=S.namespaces)
     def read(self, thread, namespace):
@@ -397,3 +409,38 @@ class RollingHistoryInvariants(BoundedInvariants):
 
 
 TestRollingHistoryInvariants = RollingHistoryInvariants.TestCase
+
+
+NAMESPACE_LIMITS = InMemoryCheckpointConfig(
+    **{
+        **vars(ROLLING_LIMITS),
+        "on_namespace_limit": "prune_oldest",
+        "max_checkpoints_per_thread": 6,
+        "idle_ttl_seconds": 10**6,
+    }
+)
+
+
+class NamespacePruningInvariants(BoundedInvariants):
+    """The same machine with both rolling policies (two namespaces per thread, three in play): a write
+    to a third namespace removes a completed one whole, or is refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ours = BoundedInMemorySaver(config=NAMESPACE_LIMITS, clock=self.clock)
+
+    @rule(thread=S.thread_ids, value=S.values, run_id=S.run_ids)
+    def subgraph_call(self, thread, value, run_id):
+        """What a node that calls a subgraph stores: a root checkpoint, then the subgraph's first
+        checkpoint under a namespace of its own."""
+        stored = self.stored_ids(thread, "")
+        self.put_checkpoint(thread, "", stored[0] if stored else None, {"count": value}, ["count"], run_id, False)
+        self.put_checkpoint(thread, f"node:{self.counter}", None, {"count": value}, ["count"], run_id, False)
+
+    @invariant()
+    def pruning_happens(self):
+        stats = self.ours.stats()
+        assert stats.namespaces <= 2 * stats.threads
+
+
+TestNamespacePruningInvariants = NamespacePruningInvariants.TestCase

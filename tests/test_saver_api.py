@@ -412,3 +412,17 @@ def test_walks_along_parent_links_stop_on_a_cycle() -> None:
     walker.join(timeout=60)  # a guard against hanging CI, not a timing: the walks take milliseconds
     assert finished, "a walk along the cycle did not end"
     assert finished == [{"d": {"writes": [("task", "d", "from b")]}}]  # b's write; the loop back to a stops
+
+
+def test_prune_takes_the_agent_servers_delete_all_and_an_empty_list() -> None:
+    ours = BoundedInMemorySaver()
+    put(ours, "a", {"x": 1})
+    put(ours, "b", {"x": 1})
+    before = ours.stats()
+    ours.prune([])
+    asyncio.run(ours.aprune([], strategy="delete_all"))
+    assert ours.stats() == before
+    asyncio.run(ours.aprune(["a"], strategy="delete_all"))
+    assert ours.store.thread_ids() == ["b"]
+    ours.prune(["b"], strategy="delete_all")
+    assert ours.stats().threads == 0
