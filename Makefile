@@ -9,7 +9,7 @@ SERVER_STAMP := $(SERVER_VENV)/.installed
 PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
 	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$candidate; break; }; done)
 
-.PHONY: install demo test lint soak bench bench-full bench-instructions clean
+.PHONY: install demo test lint soak bench bench-full bench-instructions bench-memory limits clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 install: $(STAMP) $(SERVER_STAMP)
@@ -52,6 +52,14 @@ bench: install
 bench-full: install
 	$(BIN)/python -m pytest benchmarks --benchmark-max-time=1 $(BENCH) --benchmark-json=benchmarks/results/full.json
 	$(BIN)/python benchmarks/report.py benchmarks/results/full.json benchmarks/results/full
+
+# Heap and RSS against max_total_bytes and max_memory_bytes, payloads of 16 B to 64 KB (about five minutes).
+bench-memory: install
+	$(BIN)/python benchmarks/memory_bound.py
+
+# Turns each shape of graph gets on one thread before a limit refuses a write (about two minutes).
+limits: install
+	$(BIN)/python benchmarks/real_graph_limits.py
 
 # CPU instructions per operation, counted by valgrind (not in CI: about 10 minutes; needs valgrind).
 bench-instructions: install

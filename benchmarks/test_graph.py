@@ -15,16 +15,24 @@ CONCURRENT_RUNS = 20
 
 class Chat(TypedDict, total=False):
     messages: Annotated[list, operator.add]
-    turns: int
+    calls: int
+
+
+MESSAGES_PER_TURN = 7  # the user's, three from the agent's first call, the tool's, two from its answer
 
 
 def build(checkpointer):
+    """A tool-calling chat whose message list grows by seven messages a turn: agent -> tools -> agent."""
     import random
 
     rng = random.Random(3)
 
     def agent(state: Chat) -> dict:
-        return {"messages": message_list(800, rng), "turns": state.get("turns", 0) + 1}
+        calls = state.get("calls", 0) + 1
+        if calls % 2:  # thinks, then asks for a tool
+            replies = [*message_list(600, rng)[:2], {"role": "assistant", "content": "", "tool_call": "search"}]
+            return {"messages": replies[:3], "calls": calls}
+        return {"messages": message_list(400, rng)[:2], "calls": calls}
 
     def tools(state: Chat) -> dict:
         return {"messages": [{"role": "tool", "content": "42"}]}
@@ -33,7 +41,7 @@ def build(checkpointer):
     builder.add_node("agent", agent)
     builder.add_node("tools", tools)
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", lambda s: "tools" if s["turns"] % 2 else END, ["tools", END])
+    builder.add_conditional_edges("agent", lambda s: "tools" if s["calls"] % 2 else END, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer)
 

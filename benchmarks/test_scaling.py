@@ -60,6 +60,17 @@ def test_put_as_the_store_grows(benchmark, threads, kind):
 
 @pytest.mark.parametrize("threads", STORE_SIZES)
 @pytest.mark.parametrize("kind", IN_MEMORY)
+def test_list_with_a_filter_nothing_matches(benchmark, threads, kind):
+    """list(None, filter=..., limit=1) with no match reads every checkpoint's metadata, in both savers."""
+    saver = store_of(kind, threads)
+    label(benchmark, "list(None, filter=<no match>, limit=1) vs threads in store", kind, threads)
+    rounds = 3 if threads > 10_000 else 10
+    found = benchmark.pedantic(lambda: list(saver.list(None, filter={"source": "nowhere"}, limit=1)), rounds=rounds)
+    assert found == []
+
+
+@pytest.mark.parametrize("threads", STORE_SIZES)
+@pytest.mark.parametrize("kind", IN_MEMORY)
 def test_delete_thread_as_the_store_grows(benchmark, threads, kind):
     saver = store_of(kind, threads)
     label(benchmark, "delete_thread vs threads in store", kind, threads)
