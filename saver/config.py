@@ -53,6 +53,7 @@ class InMemoryCheckpointConfig(StoreLimits):
     on_evict: Callable[[DroppedThread, ThreadExport], object] | None = None  # called for each evicted/expired thread
     autosave_path: str | None = None  # file to snapshot the store to periodically (None: no autosave)
     autosave_interval_seconds: float = 60.0  # seconds between autosaves
+    purge_interval_seconds: float | None = None  # seconds between background sweeps of expired threads (None: none)
     snapshot_key: SnapshotKey | None = field(default=None, repr=False)  # signs snapshots; a secret, never shown
 
     def __post_init__(self) -> None:
@@ -62,3 +63,8 @@ class InMemoryCheckpointConfig(StoreLimits):
         if self.autosave_path is not None and not isinstance(self.autosave_path, (str, os.PathLike)):
             raise ValueError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
         signing_key(self.snapshot_key)  # raises a ValueError naming snapshot_key, never quoting it
+        interval = self.purge_interval_seconds
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0
+        ):
+            raise ValueError(f"purge_interval_seconds must be a positive number of seconds or None, got {interval!r}")

@@ -37,7 +37,7 @@ from engine import (
     ThreadExport,
 )
 from saver import announcing, codec, payload_tags, snapshot
-from saver.autosave import Autosaver
+from saver.background import Periodic
 from saver.config import InMemoryCheckpointConfig
 from saver.locations import (
     checkpoint_id_of,
@@ -97,9 +97,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.config = config
         self.store = Store(config, clock=clock, on_drop=config.on_evict)
         self.load_report: LoadReport | None = None
-        self._autosaver: Autosaver | None = None
-        if config.autosave_path is not None:
-            self._start_autosave()
+        self._background: list[Periodic] = []  # a list, so that with_allowlist() copies share it
+        self.resume()
 
     # --- context managers (nothing to open or close) ---------------------------------------
 
@@ -126,10 +125,30 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:
-        """Stop autosaving, after one last save. The store stays usable. Runtime complexity: one save."""
-        if self._autosaver is not None:
-            self._autosaver.stop()
-            self._autosaver = None
+        """Stop the background work (autosave, after one last save; the expiry sweep). The store stays
+        usable, and ``resume()`` starts the work again. Runtime complexity: one save.
+        """
+        while self._background:
+            self._background.pop().stop()
+
+    def resume(self) -> None:
+        """Start the background work ``config`` asks for, if it is not running: autosaving with
+        ``autosave_path``, sweeping expired threads with ``purge_interval_seconds``.
+
+        Runtime complexity: O(1).
+        """
+        if self._background:
+            return
+        config = self.config
+        if config.autosave_path is not None:
+            path = config.autosave_path
+            self._background.append(
+                Periodic(lambda: self.save(path), config.autosave_interval_seconds, "checkpoint-autosave", final=True)
+            )
+        if config.purge_interval_seconds is not None:
+            self._background.append(
+                Periodic(self.purge_expired, config.purge_interval_seconds, "checkpoint-expiry-sweep", final=False)
+            )
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -185,7 +204,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             raise ValueError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
         config = config if config is not None else InMemoryCheckpointConfig()
         parsed = snapshot.read(path, snapshot.signing_key(config.snapshot_key), allow_unsigned=allow_unsigned)
-        saver = cls(config=replace(config, autosave_path=None), serde=serde, clock=clock)
+        quiet = replace(config, autosave_path=None, purge_interval_seconds=None)  # no background work while loading
+        saver = cls(config=quiet, serde=serde, clock=clock)
         for export, _ in parsed.threads:  # every thread, restorable or not, before any is restored
             try:
                 payload_tags.check_export(export, saver.serde)
@@ -208,13 +228,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         report.loaded = [thread_id for thread_id in report.loaded if thread_id in present]
         saver.load_report = report
         saver.config = config
-        if config.autosave_path is not None:
-            saver._start_autosave()
+        saver.resume()
         return saver
-
-    def _start_autosave(self) -> None:
-        path = self.config.autosave_path
-        self._autosaver = Autosaver(lambda: self.save(path), self.config.autosave_interval_seconds)
 
     # --- observation and maintenance ------------------------------------------------------
 

@@ -19,8 +19,8 @@ covered without a change here (a test fails if its type has no parser).
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
 and lives as long as the process. The Agent Server enters the factory once per OS thread and
 exits it only from the thread that runs its lifespan, so entries are counted: when the last one
-exits the saver is closed (with ``autosave_path``: autosave stops after one last save), and a
-later entry resumes autosaving. An ``atexit`` hook closes it at interpreter exit too, for the
+exits the saver is closed (its background work stops, after one last autosave), and a later entry
+resumes it. An ``atexit`` hook closes it at interpreter exit too, for the
 entries that never exit and for ``shared_saver()`` users.
 """
 
@@ -323,8 +323,8 @@ async def checkpointer() -> AsyncIterator[BoundedInMemorySaver]:
 def _enter() -> BoundedInMemorySaver:
     with _Shared.lock:
         saver = _shared_locked()
-        if _Shared.entries == 0 and saver.config.autosave_path is not None and saver._autosaver is None:
-            saver._start_autosave()  # closed by a previous last exit; BoundedInMemorySaver has no public reopen
+        if _Shared.entries == 0:
+            saver.resume()  # a previous last exit closed it: autosave and the expiry sweep start again
         _Shared.entries += 1
         return saver
 

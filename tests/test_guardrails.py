@@ -301,3 +301,54 @@ def test_thread_ids_are_normalized_like_persistent_savers(saver) -> None:
     for bad in (None, 1.5, b"bytes", ["list"], True):
         with pytest.raises(ValueError, match="thread_id"):
             saver.get_tuple(config(bad))
+
+
+# --- expiry in the background ----------------------------------------------------------------------
+
+
+def wait_for(condition, seconds: float = 10.0) -> bool:
+    """Poll until ``condition()`` holds or the deadline passes (a deadline, not a timing)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+def test_a_background_sweep_removes_expired_threads_until_closed(clock: FakeClock) -> None:
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(idle_ttl_seconds=60, purge_interval_seconds=0.01), clock=clock
+    )
+    for name in ("a", "b", "c"):
+        put(saver, name, {"v": 1})
+    clock.advance(61)
+    assert wait_for(lambda: saver.stats().expired_threads == 3), "the sweep never ran"
+    saver.close()
+    put(saver, "d", {"v": 1})
+    clock.advance(61)
+    assert not wait_for(lambda: saver.stats().expired_threads == 4, seconds=0.2), "the sweep outlived close()"
+    saver.resume()
+    saver.resume()  # idempotent: one sweep
+    assert wait_for(lambda: saver.stats().expired_threads == 4)
+    saver.close()
+    saver.check()
+
+
+def test_an_infinite_autosave_interval_saves_only_on_close(tmp_path) -> None:
+    path = tmp_path / "store.snapshot"
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(autosave_path=str(path), autosave_interval_seconds=math.inf)
+    )
+    put(saver, "t", {"v": 1})
+    assert not path.exists()
+    saver.close()
+    assert BoundedInMemorySaver.load(path).store.thread_ids() == ["t"]
+
+
+@pytest.mark.parametrize("value", [0, -1, True, math.nan, "1s"])
+def test_the_sweep_interval_is_validated(value) -> None:
+    with pytest.raises(ValueError, match="purge_interval_seconds"):
+        InMemoryCheckpointConfig(purge_interval_seconds=value)
