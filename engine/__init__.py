@@ -8,6 +8,7 @@ totals. It never imports LangGraph and never looks inside a payload.
 from engine.errors import CheckpointCapacityError, ThreadEvictedError
 from engine.export import NamespaceExport, ThreadExport
 from engine.limits import KIB, MIB, StoreLimits
+from engine.reads import CheckpointRef
 from engine.records import (
     Blob,
     ChannelHistory,
@@ -18,7 +19,7 @@ from engine.records import (
     WriteRecord,
 )
 from engine.stats import StoreStats
-from engine.store import CheckpointRef, Store
+from engine.store import Store
 from engine.tombstones import DroppedThread
 
 __all__ = [

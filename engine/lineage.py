@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from engine import memory
+from engine import identifiers, memory
 from engine.namespace import Namespace
 from engine.records import BlobKey, ChannelHistory, CheckpointRecord, Payload, WriteRecord, payload_size
 from engine.thread import Thread
@@ -259,7 +259,7 @@ def remove_namespace(store: Store, thread: Thread, namespace: str) -> None:
         store.changed.add(thread.thread_id)
 
 
-def delete_runs(store: Store, runs: set[str]) -> int:
+def delete_runs(store: Store, run_ids: Iterable[str]) -> int:
     """Remove the checkpoints created by these runs, with their writes; return how many went.
 
     An ancestor that a surviving checkpoint needs to rebuild a delta channel is
@@ -268,6 +268,12 @@ def delete_runs(store: Store, runs: set[str]) -> int:
     Runtime complexity: O(size of the threads holding those runs); no other
     thread is visited.
     """
+    runs = set(run_ids)
+    with store.lock:
+        return _delete_runs(store, runs)
+
+
+def _delete_runs(store: Store, runs: set[str]) -> int:
     thread_ids = sorted(set().union(*(store.runs.get(run, ()) for run in runs)))
     removed = 0
     for thread_id in thread_ids:
@@ -284,7 +290,7 @@ def delete_runs(store: Store, runs: set[str]) -> int:
     return removed
 
 
-def prune(store: Store, thread_ids: Sequence[str], *, keep_latest: bool) -> None:
+def prune(store: Store, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
     """Keep only the latest checkpoint of each namespace (and what it needs), or delete the threads.
 
     With ``keep_latest``, the latest checkpoint of each namespace is kept with
@@ -292,8 +298,17 @@ def prune(store: Store, thread_ids: Sequence[str], *, keep_latest: bool) -> None
     goes, and so do blobs nothing kept references. Deleting a thread forgets
     its tombstone.
 
+    Raises:
+        ValueError: A thread id is invalid; nothing changed.
+
     Runtime complexity: O(size of the named threads).
     """
+    ids = [identifiers.check_identifier("thread_id", thread_id, store.limits) for thread_id in thread_ids]
+    with store.lock:
+        _prune(store, ids, keep_latest)
+
+
+def _prune(store: Store, thread_ids: Sequence[str], keep_latest: bool) -> None:
     for thread_id in thread_ids:
         thread = store.threads.get(thread_id)
         if not keep_latest:

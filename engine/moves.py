@@ -41,19 +41,42 @@ def copy_thread(store: Store, source_id: str, target_id: str) -> None:
 
     Runtime complexity: O(size of both threads), plus O(namespaces + runs) per thread evicted.
     """
-    now = store.clock()
-    if now >= store.next_expiry:
-        policy.expire(store, now, source_id)
-        policy.expire(store, now, target_id)
-    source = store.threads.get(source_id)
-    if source is None or source_id == target_id:
-        return
-    install(store, target_id, source.namespaces, now, keep=[source])
-    source.last_used = now
-    store.threads.move_to_end(source_id)
+    identifiers.check_identifier("source thread_id", source_id, store.limits)
+    identifiers.check_identifier("target thread_id", target_id, store.limits)
+    with store.lock:
+        now = store.clock()
+        if now >= store.next_expiry:
+            policy.expire(store, now, source_id)
+            policy.expire(store, now, target_id)
+        source = store.threads.get(source_id)
+        if source is None or source_id == target_id:
+            return
+        install(store, target_id, source.namespaces, now, keep=[source])
+        source.last_used = now
+        store.threads.move_to_end(source_id)
 
 
-def import_thread(store: Store, export: ThreadExport, thread_id: str | None, *, idle_seconds: float) -> None:
+def export_thread(store: Store, thread_id: str) -> ThreadExport | None:
+    """Everything a thread holds, still serialized, or None if it is not stored (or has expired).
+
+    The export shares the store's immutable records; it does not mark the
+    thread as used. Runtime complexity: O(size of the thread).
+    """
+    with store.lock:
+        thread = store.threads.get(thread_id)
+        if thread is None:
+            identifiers.check_identifier("thread_id", thread_id, store.limits)
+            return None
+        now = store.clock()
+        if now - thread.last_used >= store.limits.idle_ttl_seconds:
+            policy.expire(store, now, thread_id)
+            return None
+        return export(thread)
+
+
+def import_thread(
+    store: Store, export: ThreadExport, thread_id: str | None = None, *, idle_seconds: float = 0.0
+) -> None:
     """Store an export as a thread (its own id unless ``thread_id`` is given).
 
     Merges into an existing thread as ``copy_thread`` does, the export's records
@@ -182,10 +205,15 @@ def snapshot(store: Store) -> tuple[list[tuple[ThreadExport, float]], float]:
     Only threads changed since the previous snapshot are exported (the others'
     exports are reused: records are immutable), so a periodic snapshot holds
     writers up for a copy of the changed threads, not of the store. Threads
-    past their TTL are left out. Called with the lock held.
+    past their TTL are left out.
 
-    Runtime complexity: O(T + size of the changed threads).
+    Runtime complexity: O(T + size of the changed threads) under the lock.
     """
+    with store.lock:
+        return _snapshot(store)
+
+
+def _snapshot(store: Store) -> tuple[list[tuple[ThreadExport, float]], float]:
     now = store.clock()
     ttl = store.limits.idle_ttl_seconds
     if store.exports is None or store.changed is None:

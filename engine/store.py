@@ -24,30 +24,20 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
 
-from engine import check, identifiers, lineage, memory, moves, policy
+from engine import check, identifiers, lineage, memory, moves, policy, reads
 from engine.export import ThreadExport
 from engine.hooks import Announcements, DropHook
 from engine.limits import StoreLimits
 from engine.namespace import EMPTY_NAMESPACE, Namespace
-from engine.records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from engine.records import Blob, BlobKey, CheckpointRecord, CheckpointView, WriteRecord
 from engine.stats import StoreStats
 from engine.thread import Thread
 from engine.tombstones import Tombstones
 from engine.totals import Totals
 
 _MISSING = object()
-
-
-class CheckpointRef(NamedTuple):
-    """Where a listed checkpoint lives; ``Store.views`` turns it into a read."""
-
-    thread_id: str
-    namespace: str
-    record: CheckpointRecord
 
 
 class Store:
@@ -168,109 +158,6 @@ class Store:
             return space.view(thread_id, namespace, record)  # type: ignore[union-attr]
         finally:
             lock.release()
-
-    def list(
-        self,
-        thread_id: str | None,
-        namespace: str | None = None,
-        *,
-        checkpoint_id: str | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> list[CheckpointRef]:
-        """Checkpoints newest first within each namespace; marks a named thread as used if it finds any.
-
-        Args:
-            thread_id: The thread, or None for every thread in creation order.
-            namespace: Only this namespace, or None for all of them.
-            checkpoint_id: Only the checkpoint with this id.
-            before: Only checkpoints whose id sorts below this one.
-            limit: At most this many.
-
-        Runtime complexity: O(log n + k) per namespace for k checkpoints
-        returned; with ``thread_id=None``, O(T log T) more to order T threads.
-        """
-        with self.lock:
-            now = self.clock()
-            if now >= self.next_expiry:
-                policy.expire(self, now, thread_id)
-            if thread_id is None:
-                threads = sorted(self.threads.values(), key=_creation_order)
-            else:
-                found = self.threads.get(thread_id)
-                if found is None:
-                    identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
-                threads = [found] if found is not None else []
-            refs: list[CheckpointRef] = []
-            if limit is not None and limit <= 0:
-                return refs
-            for thread in threads:
-                for name, space in thread.namespaces.items():
-                    if namespace is not None and name != namespace:
-                        continue
-                    for found_id in _matching_ids(space, checkpoint_id, before):
-                        refs.append(make_ref((thread.thread_id, name, space.records[found_id])))
-                        if len(refs) == limit:
-                            break
-                    else:
-                        continue
-                    break
-                else:
-                    continue
-                break
-            if thread_id is not None and refs:
-                threads[0].last_used = now
-                self.threads.move_to_end(thread_id)
-            return refs
-
-    def views(self, refs: Iterable[CheckpointRef]) -> list[CheckpointView | None]:
-        """Read listed checkpoints under one hold of the lock: a view each, or None for one gone since.
-
-        Does not mark threads as used (``list`` did). A thread that has expired
-        since it was listed is removed and its checkpoints read as None.
-
-        Runtime complexity: O(c + w log w) per checkpoint.
-        """
-        views: list[CheckpointView | None] = []
-        with self.lock:
-            now = self.clock()
-            threads = self.threads
-            for ref in refs:
-                if now >= self.next_expiry:
-                    policy.expire(self, now, ref.thread_id)
-                thread = threads.get(ref.thread_id)
-                space = None if thread is None else thread.namespaces.get(ref.namespace)
-                if space is None or space.records.get(ref.record.checkpoint_id) is not ref.record:
-                    views.append(None)
-                else:
-                    views.append(space.view(ref.thread_id, ref.namespace, ref.record))
-        return views
-
-    def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None, channels: Sequence[str]
-    ) -> dict[str, ChannelHistory]:
-        """Writes and seed of each channel along a checkpoint's ancestor chain (``lineage.delta_history``).
-
-        Marks the thread as used when the checkpoint is found.
-
-        Runtime complexity: O(a * (c + w log w)) for the a ancestors walked,
-        never more than the namespace holds.
-        """
-        with self.lock:
-            now = self.clock()
-            if now >= self.next_expiry:
-                policy.expire(self, now, thread_id)
-            thread = self.threads.get(thread_id)
-            space = None if thread is None else thread.namespaces.get(namespace)
-            target = None
-            if space is not None:
-                target = space.latest() if checkpoint_id is None else space.records.get(checkpoint_id)
-            if target is None:
-                identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
-                return lineage.delta_history(EMPTY_NAMESPACE, None, channels)
-            thread.last_used = now  # type: ignore[union-attr]
-            self.threads.move_to_end(thread_id)
-            return lineage.delta_history(space, target, channels)  # type: ignore[arg-type]
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -598,79 +485,6 @@ class Store:
             self.unlink(thread)
             return True
 
-    def delete_runs(self, run_ids: Iterable[str]) -> int:
-        """Remove the checkpoints created by these runs, with their writes (``lineage.delete_runs``).
-
-        Returns how many checkpoints went. Runtime complexity: O(size of the
-        threads holding those runs); no other thread is visited.
-        """
-        with self.lock:
-            return lineage.delete_runs(self, set(run_ids))
-
-    def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
-        """Keep only what each namespace's latest checkpoint needs, or delete the threads (``lineage.prune``).
-
-        Runtime complexity: O(size of the named threads).
-        """
-        ids = [identifiers.check_identifier("thread_id", thread_id, self.limits) for thread_id in thread_ids]
-        with self.lock:
-            lineage.prune(self, ids, keep_latest=keep_latest)
-
-    def copy_thread(self, source_id: str, target_id: str) -> None:
-        """Copy every namespace, checkpoint, write and blob of one thread into another (``moves.copy_thread``).
-
-        Runtime complexity: O(size of both threads), plus O(namespaces + runs)
-        per thread evicted.
-        """
-        identifiers.check_identifier("source thread_id", source_id, self.limits)
-        identifiers.check_identifier("target thread_id", target_id, self.limits)
-        with self.lock:
-            moves.copy_thread(self, source_id, target_id)
-
-    def export_thread(self, thread_id: str) -> ThreadExport | None:
-        """Everything a thread holds, still serialized, or None if it is not stored.
-
-        The export shares the store's immutable records; it does not mark the
-        thread as used. Runtime complexity: O(size of the thread).
-        """
-        with self.lock:
-            thread = self.threads.get(thread_id)
-            if thread is None:
-                identifiers.check_identifier("thread_id", thread_id, self.limits)
-                return None
-            now = self.clock()
-            if now - thread.last_used >= self.limits.idle_ttl_seconds:
-                policy.expire(self, now, thread_id)
-                return None
-            return moves.export(thread)
-
-    def import_thread(self, export: ThreadExport, thread_id: str | None = None, *, idle_seconds: float = 0.0) -> None:
-        """Store an export as a thread, its own id unless ``thread_id`` is given (``moves.import_thread``).
-
-        Raises:
-            ValueError: The export is malformed or holds an invalid identifier.
-            CheckpointCapacityError: The thread would exceed a limit; nothing changed.
-
-        Runtime complexity: O(size of the export and of the existing thread).
-        """
-        moves.import_thread(self, export, thread_id, idle_seconds=idle_seconds)
-
-    def snapshot(self) -> tuple[list[tuple[ThreadExport, float]], float]:
-        """Every thread's export with its idle seconds, least recently used first, and the clock (``moves.snapshot``).
-
-        Runtime complexity: O(T + size of the threads changed since the last snapshot) under the lock.
-        """
-        with self.lock:
-            return moves.snapshot(self)
-
-    def purge_expired(self) -> int:
-        """Remove every thread idle for ``idle_ttl_seconds``; return how many (``policy.purge_expired``).
-
-        Runtime complexity: O(expired threads), taken in batches between which
-        other callers get the lock.
-        """
-        return policy.purge_expired(self)
-
     def clear(self) -> None:
         """Remove every thread and tombstone (not counted as eviction).
 
@@ -745,6 +559,19 @@ class Store:
         with self.lock:
             check.check_store(self)
 
+    # --- the cold transactions: each lives in the module of its job, bound here as a method ---------------
+
+    list = reads.list_checkpoints
+    views = reads.views
+    delta_history = reads.delta_history
+    delete_runs = lineage.delete_runs
+    prune = lineage.prune
+    copy_thread = moves.copy_thread
+    export_thread = moves.export_thread
+    import_thread = moves.import_thread
+    snapshot = moves.snapshot
+    purge_expired = policy.purge_expired
+
     # --- the one mutation every removal goes through ---------------------------------------------------
 
     def unlink(self, thread: Thread) -> None:
@@ -766,18 +593,5 @@ class Store:
             self.changed.add(thread_id)
 
 
-make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
 _NOTHING = Totals()
-
-
-def _creation_order(thread: Thread) -> int:
-    return thread.created
-
-
-def _matching_ids(space: Namespace, checkpoint_id: str | None, before: str | None) -> Iterable[str]:
-    if checkpoint_id is None:
-        return space.newest_first(before)
-    if checkpoint_id in space.records and (before is None or checkpoint_id < before):
-        return (checkpoint_id,)
-    return ()
