@@ -30,6 +30,7 @@ from engine.thread import Thread
 from engine.tombstones import DroppedThread
 
 if TYPE_CHECKING:
+    from engine.policy import Pruning
     from engine.store import Store
 
 _SIZES = (8, 64, 512, 4096)  # dictionary sizes averaged over: a namespace's entries up to a big store's
@@ -170,6 +171,7 @@ def of_store(store: Store) -> int:
 def change(
     nbytes: int,
     extra: int,
+    pruning: Pruning | None = None,
     *,
     checkpoints: int = 0,
     writes: int = 0,
@@ -177,9 +179,15 @@ def change(
     namespaces: int = 0,
     thread_id: str | None = None,
 ) -> int:
-    """How much the heap estimate changes with these counts (and a new thread, if ``thread_id``).
-
-    Runtime complexity: O(1).
+    """How much the heap estimate changes with these payload bytes, ``extra`` and counts (net of
+    what ``pruning`` frees; and a new thread, if ``thread_id``). Runtime complexity: O(1).
     """
+    if pruning is not None:
+        freed = pruning.freed
+        extra -= freed.extra
+        checkpoints -= freed.checkpoints
+        writes -= freed.writes
+        blobs -= freed.blobs
+        namespaces -= freed.namespaces
     change = nbytes + extra + CHECKPOINT * checkpoints + WRITE * writes + BLOB * blobs + NAMESPACE * namespaces
     return change if thread_id is None else change + THREAD + len(thread_id)

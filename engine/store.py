@@ -35,7 +35,6 @@ from engine.records import Blob, BlobKey, CheckpointRecord, CheckpointView, Writ
 from engine.stats import StoreStats
 from engine.thread import Thread
 from engine.tombstones import Tombstones
-from engine.totals import Totals
 
 _MISSING = object()
 
@@ -44,52 +43,22 @@ class Store:
     """Threads of checkpoints, pending writes and blobs, within ``StoreLimits``.
 
     Threads sit in an ``OrderedDict`` in least-recently-used order, which is
-    also idle order: expiry and eviction both take from the front. Totals are
-    kept incrementally, so ``stats()`` is O(1).
+    also idle order: expiry (``policy.expire``) and eviction (``policy.make_room``)
+    both take from the front. Totals are kept incrementally, so ``stats()`` is O(1).
+    Every public method holds ``lock`` (re-entrant). A rejected operation raises
+    ``CheckpointCapacityError`` and changes nothing: no eviction, no partial
+    write, no change of LRU order. Threads evicted or expired are queued in
+    ``announcements`` for ``on_drop``; the caller delivers them once the lock
+    is released (``announce()``, or the saver's async-aware delivery).
 
-    Every public method holds ``lock`` (re-entrant), so the store may be shared
-    by threads. A rejected operation raises ``CheckpointCapacityError`` and
-    changes nothing else: no eviction, no partial write, no change of LRU
-    order. A read that finds nothing changes nothing, except that expiry may
-    run (below).
-
-    Expiry works as Redis's does: lazily, a thread whose idle time has reached
-    ``idle_ttl_seconds`` is removed when an operation touches it, so no read
-    returns an expired thread; and actively, each operation that finds expiry
-    due removes at most ``policy.EXPIRY_BUDGET`` of the oldest idle threads
-    besides. ``purge_expired()`` removes the rest.
-
-    Threads that are evicted or expire are announced to ``on_drop`` through
-    ``announcements``: the store queues them, and whoever called the operation
-    delivers them once the lock is released (``announce()``, or the saver's
-    async-aware delivery).
-
-    The attributes below are engine-internal state, read and changed under
-    ``lock`` by the engine's modules.
+    The attributes set in ``__init__`` are engine-internal state, read and
+    changed under ``lock`` by the engine's modules.
 
     Args:
         limits: The bounds to enforce; the reference defaults if omitted.
         clock: Monotonic seconds, injectable for tests of expiry.
         on_drop: Called with why and when each thread was evicted or expired,
             and a complete export of what it held.
-
-    Attributes:
-        threads: Thread id to thread, least recently used first.
-        runs: Run id to the ids of the threads holding its checkpoints.
-        nbytes: Counted (payload) bytes of every thread.
-        extra: The varying part of the heap estimate (``engine.memory``).
-        checkpoints: Checkpoints stored.
-        writes: Pending writes stored.
-        blobs: Blobs stored.
-        namespaces: Namespaces stored.
-        next_expiry: A clock reading no later than the moment the least recently
-            used thread expires (``inf`` when the store is empty).
-        tombstones: Evicted and expired threads, so that their late writes fail loudly.
-        announcements: Dropped threads waiting to be handed to ``on_drop``.
-        changed: Threads changed since the last snapshot, or None until one is taken.
-        exports: The export of each thread as of the last snapshot (None until one is taken).
-        known_channels: Channel names already checked (a graph has a handful; at most
-            ``identifiers.KNOWN_CHANNELS`` are kept).
     """
 
     def __init__(
@@ -102,20 +71,21 @@ class Store:
         self.limits = limits if limits is not None else StoreLimits()
         self.clock = clock
         self.lock = threading.RLock()
-        self.threads: OrderedDict[str, Thread] = OrderedDict()
-        self.runs: dict[str, set[str]] = {}
+        self.threads: OrderedDict[str, Thread] = OrderedDict()  # least recently used first
+        self.runs: dict[str, set[str]] = {}  # run id -> ids of the threads holding its checkpoints
+        # totals: payload bytes, counts, and the varying part of the heap estimate (engine.memory)
         self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.extra = 0
         self.memory_limited = self.limits.max_memory_bytes != math.inf
-        self.next_expiry = math.inf
-        self.creation = itertools.count()
+        self.next_expiry = math.inf  # never later than the least recently used thread's expiry
+        self.creation = itertools.count()  # thread creation order, for list(None)
         self.evicted_for_threads = self.evicted_for_bytes = self.evicted_for_memory = 0
         self.expired = self.pruned_checkpoints = self.pruned_namespaces = 0
         self.rejections: Counter[str] = Counter()
         self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
         self.announcements = Announcements(on_drop)
-        self.changed: set[str] | None = None
-        self.exports: dict[str, ThreadExport] | None = None
-        self.known_channels: set[str] = set()
+        self.changed: set[str] | None = None  # threads changed since the last snapshot (None: none taken)
+        self.exports: dict[str, ThreadExport] | None = None  # each thread's export at the last snapshot
+        self.known_channels: set[str] = set()  # channel names already checked (identifiers.KNOWN_CHANNELS)
 
     @property
     def on_drop(self) -> DropHook | None:
@@ -268,16 +238,10 @@ class Store:
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                freed = _NOTHING if pruning is None else pruning.freed
                 footprint = memory.change(
-                    net,
-                    extra - freed.extra,
-                    checkpoints=(replaced is None) - freed.checkpoints,
-                    writes=-freed.writes,
-                    blobs=len(new_blobs) - replaced_blobs - freed.blobs,
-                    namespaces=space is None,
-                    thread_id=thread_id if thread is None else None,
-                )
+                    net, extra, pruning, checkpoints=replaced is None, blobs=len(new_blobs) - replaced_blobs,
+                    namespaces=space is None, thread_id=thread_id if thread is None else None,
+                )  # fmt: skip
                 policy.make_room(
                     self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
                 )
@@ -422,16 +386,10 @@ class Store:
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                freed = _NOTHING if pruning is None else pruning.freed
                 footprint = memory.change(
-                    net,
-                    extra - freed.extra,
-                    checkpoints=-freed.checkpoints,
-                    writes=added - freed.writes,
-                    blobs=-freed.blobs,
-                    namespaces=(space is None) - freed.namespaces,
+                    net, extra, pruning, writes=added, namespaces=space is None,
                     thread_id=thread_id if thread is None else None,
-                )
+                )  # fmt: skip
                 policy.make_room(
                     self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
                 )
@@ -594,4 +552,3 @@ class Store:
 
 
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
-_NOTHING = Totals()
