@@ -130,7 +130,7 @@ def main() -> None:
     axes.set_xscale("log", base=2)
     axes.set_xlabel("payload of each value (bytes)")
     axes.set_ylabel("memory held / limit")
-    axes.set_title(f"A store filled {FILL}x past an {options.limit_mib:g} MiB limit")
+    axes.set_title(f"A store filled {FILL}x past a limit of {options.limit_mib:g} MiB")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

@@ -47,7 +47,7 @@ class ThreadEvictedError(CheckpointCapacityError):
     same thread id starts cleanly.
 
     Attributes:
-        limit: ``max_threads`` or ``max_total_bytes`` (evicted) or
+        limit: ``max_threads``, ``max_total_bytes`` or ``max_memory_bytes`` (evicted) or
             ``idle_ttl_seconds`` (expired).
         limit_value: That limit's value.
         needed: None: no amount would have made room for a state that is gone.

@@ -26,8 +26,8 @@ class DroppedThread:
 
     Attributes:
         thread_id: The thread.
-        limit: The limit that removed it: ``max_threads``, ``max_total_bytes`` or
-            ``idle_ttl_seconds``.
+        limit: The limit that removed it: ``max_threads``, ``max_total_bytes``,
+            ``max_memory_bytes`` or ``idle_ttl_seconds``.
         limit_value: That limit's value.
         dropped_at: The store's clock reading when it was removed.
         newest_checkpoint_id: The greatest checkpoint id it held, if any.
