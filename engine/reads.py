@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from engine import identifiers, lineage, policy
-from engine.namespace import EMPTY_NAMESPACE, Namespace
+from engine.namespace import EMPTY_NAMESPACE
 from engine.records import ChannelHistory, CheckpointRecord, CheckpointView
-from engine.thread import Thread
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -74,7 +74,15 @@ def list_checkpoints(
             for name, space in thread.namespaces.items():
                 if namespace is not None and name != namespace:
                     continue
-                for found_id in _matching_ids(space, checkpoint_id, before):
+                if checkpoint_id is not None:
+                    found_ids: Iterable[str] = (
+                        (checkpoint_id,)
+                        if checkpoint_id in space.records and (before is None or checkpoint_id < before)
+                        else ()
+                    )
+                else:
+                    found_ids = reversed(space.ids) if before is None else space.newest_first(before)
+                for found_id in found_ids:
                     refs.append(make_ref((thread.thread_id, name, space.records[found_id])))
                     if len(refs) == limit:
                         break
@@ -144,13 +152,4 @@ def delta_history(
         return lineage.delta_history(space, target, channels)
 
 
-def _creation_order(thread: Thread) -> int:
-    return thread.created
-
-
-def _matching_ids(space: Namespace, checkpoint_id: str | None, before: str | None) -> Iterable[str]:
-    if checkpoint_id is None:
-        return space.newest_first(before)
-    if checkpoint_id in space.records and (before is None or checkpoint_id < before):
-        return (checkpoint_id,)
-    return ()
+_creation_order = attrgetter("created")  # in C
