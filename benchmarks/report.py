@@ -102,6 +102,20 @@ def interleaved(benches: list[dict[str, Any]]) -> list[str]:
                 f"{info[f'{kind}_ratio_q1']:.2f}-{info[f'{kind}_ratio_q3']:.2f}",
             ]
         lines.append(f"| {' | '.join(cells)} |")
+    inside = [bench for bench in rows if "bounded_saver_us" in bench["extra_info"]]
+    if inside:
+        lines += [
+            "",
+            "The savers' own time inside the graph's turn (their methods timed; medians of the rounds):",
+            "",
+            "| operation | ours | stock | floor | ours / stock |",
+            "|---|---|---|---|---|",
+        ]
+        for bench in inside:
+            info = bench["extra_info"]
+            times = [info[f"{kind}_saver_us"] for kind in ("bounded", "stock", "floor")]
+            cells = [bench["group"][len(INTERLEAVED) :], *(human(t) for t in times), f"{times[0] / times[1]:.2f}"]
+            lines.append(f"| {' | '.join(cells)} |")
     return [*lines, ""]
 
 
