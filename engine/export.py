@@ -104,6 +104,8 @@ def checked_namespace(name: str, export: NamespaceExport, limits: StoreLimits) -
                 raise ValueError(f"writes of {name!r} must be WriteRecords, got {type(write).__name__}")
             check_identifier("task_id", write.task_id, limits)
             check_identifier("channel", write.channel, limits)
+            if type(write.idx) is not int:
+                raise ValueError(f"idx of a write of {name!r} must be an int, got {type(write.idx).__name__}")
             if type(write.task_path) is not str:
                 raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
             _check_payload("write value", write.value)

@@ -4,9 +4,9 @@ The store queues each thread it evicts or expires, with a complete export of
 what it held, while it holds its lock. Whoever called the operation delivers
 the queue after the lock is released, so the hook may take its time and may
 use the store. Deliveries take turns: one at a time, in the order the threads
-were dropped, and a caller whose operation dropped threads waits until they
-are announced (so a slow hook slows the callers that drop threads, never the
-others, and the queue cannot outgrow what one operation drops).
+were dropped; a caller whose operation dropped threads delivers them, or
+leaves them to the delivery under way (so a slow hook slows the callers that
+drop threads, never the others, and the queue cannot outgrow what they drop).
 """
 
 from __future__ import annotations
@@ -54,29 +54,34 @@ class Announcements:
     def __bool__(self) -> bool:
         return bool(self.queue)
 
-    def deliver(self, call: Callable[[DroppedThread, ThreadExport], object] | None = None) -> None:
+    def deliver(
+        self, call: Callable[[DroppedThread, ThreadExport], object] | None = None, *, wait: bool = True
+    ) -> None:
         """Hand every queued drop to the hook (or to ``call``), one at a time, in drop order.
 
-        Waits for a delivery under way in another thread to finish first. Inside
-        a delivery (the hook used the store and dropped more), returns at once:
-        the delivery under way announces those too.
+        Waits for a delivery under way in another thread to finish first, unless
+        ``wait`` is false: then that delivery announces these too. Inside a
+        delivery (the hook used the store and dropped more), returns at once: the
+        delivery under way announces those too.
 
         Runtime complexity: the hook's, per thread announced.
         """
         if not self.queue or delivering.get():
             return
+        if not self.turn.acquire(blocking=wait):
+            return
         call = call or self.hook
-        with self.turn:
-            token = delivering.set(True)
-            try:
-                while self.queue:
-                    record, export = self.queue.popleft()
-                    try:
-                        call(record, export)  # type: ignore[misc]
-                    except Exception:
-                        self.failed(record)
-            finally:
-                delivering.reset(token)
+        token = delivering.set(True)
+        try:
+            while self.queue:
+                record, export = self.queue.popleft()
+                try:
+                    call(record, export)  # type: ignore[misc]
+                except Exception:
+                    self.failed(record)
+        finally:
+            delivering.reset(token)
+            self.turn.release()
 
     def failed(self, record: DroppedThread) -> None:
         """Log and count a hook's exception. Runtime complexity: O(1)."""

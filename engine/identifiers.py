@@ -118,6 +118,22 @@ def check_version(channel: object, version: object, limits: StoreLimits) -> None
     check_identifier(f"version of channel {channel!r:.80}", version, limits)
 
 
+def check_versions(store: Store, versions: tuple[object, ...]) -> None:
+    """A checkpoint's flat ``(channel, ..., version, ...)`` tuple: each channel a valid name (then
+    remembered), each version an int, a float or a string. Runtime complexity: O(channels).
+    """
+    if len(versions) % 2:
+        raise ValueError("channel_versions must map each channel to one version")
+    half = len(versions) // 2
+    for channel, version in zip(versions[:half], versions[half:], strict=True):
+        if channel not in store.known_channels:
+            admit_channel(store, channel)
+        if type(version) not in (str, int, float):
+            raise ValueError(
+                f"version of channel {channel!r:.80} must be str, int or float, got {type(version).__name__}"
+            )
+
+
 def check_blob_keys(keys: object, limits: StoreLimits) -> None:
     """Every ``(channel, version)`` key: a valid channel name and version.
 

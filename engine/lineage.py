@@ -205,7 +205,8 @@ def remove_checkpoints(
 
     A namespace left empty goes; a thread left empty goes too when ``unlink_empty``.
 
-    Runtime complexity: that of ``namespace.carry_out``, plus O(1) per checkpoint for the run index.
+    Runtime complexity: that of ``carry_out``, plus O(checkpoints of the thread) to recount its runs
+    when a removed checkpoint belonged to one.
     """
     space = thread.namespaces[namespace]
     removed = carry_out(space, removal)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from engine.namespace import Namespace
 from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
 from engine.thread import Thread
-from engine.tombstones import DroppedThread
+from engine.tombstones import DroppedThread, Tombstones
 
 if TYPE_CHECKING:
     from engine.policy import Pruning
@@ -152,12 +152,15 @@ def of_thread(thread: Thread) -> int:
     )
 
 
+def of_tombstones(tombstones: Tombstones) -> int:
+    """The heap tombstones hold. Runtime complexity: O(1), from their counters."""
+    return TOMBSTONE * len(tombstones) + tombstones.nbytes
+
+
 def of_store(store: Store) -> int:
     """The heap the whole store holds, its tombstones included. Runtime complexity: O(1), from its counters."""
-    tombstones = store.tombstones
     return (
-        TOMBSTONE * len(tombstones)
-        + tombstones.nbytes
+        of_tombstones(store.tombstones)
         + store.nbytes
         + store.extra
         + CHECKPOINT * store.checkpoints

@@ -99,6 +99,7 @@ def import_thread(
     if not isinstance(export.namespaces, Mapping):
         raise ValueError(f"namespaces must be a mapping, got {type(export.namespaces).__name__}")
     namespaces = {name: checked_namespace(name, space, limits) for name, space in export.namespaces.items()}
+    namespaces = {name: space for name, space in namespaces.items() if not space.is_empty()}  # nothing to keep
     largest = max(
         (space.state_size(record) for space in namespaces.values() for record in space.records.values()), default=0
     )

@@ -31,6 +31,9 @@ EXPIRY_BUDGET = 4
 PURGE_BATCH = 256
 """Idle threads ``purge_expired`` removes per hold of the lock."""
 
+TOMBSTONE_SHARE = 16
+"""Under ``max_memory_bytes``, tombstones keep at most this fraction of it (the oldest go first)."""
+
 # --- expiry ------------------------------------------------------------------------------------------
 
 
@@ -161,7 +164,11 @@ def remove(store: Store, thread: Thread, limit: str, limit_value: float, now: fl
     """
     newest = max((space.ids[-1] for space in thread.namespaces.values() if space.ids), default=None)
     record = DroppedThread(thread.thread_id, limit, limit_value, now, newest)
-    store.tombstones.remember(record)
+    tombstones = store.tombstones
+    tombstones.remember(record)
+    if store.memory_limited:  # tombstones may hold a sixteenth of the memory limit, no more
+        while memory.of_tombstones(tombstones) > store.limits.max_memory_bytes / TOMBSTONE_SHARE:
+            tombstones.forget_oldest()
     if store.announcements.hook is not None:
         store.announcements.queue.append((record, moves.export(thread)))
     store.unlink(thread)
@@ -324,8 +331,12 @@ def plan_rolling(
         CheckpointCapacityError: ``max_checkpoints_per_thread``, under ``"reject"``
             or when too little can be taken.
 
-    Runtime complexity: O(n log n + n * d) for the n checkpoints of the thread
-    and d delta channels.
+    When the checkpoints just past the cut lean on the ones before it (a delta
+    channel seeded long ago), the cut moves forward, at least doubling each
+    time, so that whole old chains go first; it may then take more than a tenth.
+
+    Runtime complexity: O(n * d * log n) for the n checkpoints of the thread and
+    d delta channels (each pass recomputes what survivors need).
     """
     limits = store.limits
     maximum = limits.max_checkpoints_per_thread
@@ -375,7 +386,7 @@ def plan_rolling(
         shortfall = wanted - sum(map(len, taken.values()))
         if shortfall <= 0 or cut == len(oldest_first):
             break
-        cut = min(len(oldest_first), cut + shortfall)
+        cut = min(len(oldest_first), cut + max(shortfall, cut))  # at least doubling: O(log n) passes
     if sum(map(len, taken.values())) < count - maximum:
         reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id)
     keep_blobs = set(record.blob_keys()) | set(new_blobs)

@@ -150,10 +150,13 @@ class Store:
                 before it was evicted or expired.
 
         Runtime complexity: O(c) for a checkpoint of c channels whose id sorts
-        last in its namespace (ids are time-ordered), else one O(n) memory move;
-        plus, when they happen, O(namespaces + runs) per thread evicted or
-        expired (and its export, with a hook), and O(n) for the n checkpoints of
-        the thread once per a tenth of the limit under rolling history.
+        last in its namespace (ids are time-ordered), else one O(n) memory move.
+        Plus, when they happen: O(namespaces + runs) per thread evicted or
+        expired (and its export, with a hook); under rolling history, O(n * d *
+        log n) for the n checkpoints of the thread once per a tenth of the limit
+        (``policy.plan_rolling``); the size of a namespace pruned whole
+        (``policy.plan_namespaces``); O(n) to recount the thread's runs when a
+        re-put changes a checkpoint's run.
         """
         checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, _ = record
         limits = self.limits
@@ -178,6 +181,14 @@ class Store:
             records = target.records
             blobs = target.blobs
             replaced = records.get(checkpoint_id)
+            known_channels = self.known_channels
+            # The record's channel versions outlive this call: channels checked once (remembered), every
+            # version of an allowed type; one C pass each, the precise error from the slow path.
+            half = len(versions) >> 1
+            if not known_channels.issuperset(versions[:half]) or not _VERSION_TYPES.issuperset(
+                map(type, versions[half:])
+            ):
+                identifiers.check_versions(self, versions)
             if replaced is None:
                 if (
                     type(checkpoint_id) is not str
@@ -199,7 +210,6 @@ class Store:
             extra = _SLOT * len(versions) + (
                 len(checkpoint_id) if replaced is None else -_SLOT * len(replaced.versions)
             )
-            known_channels = self.known_channels
             for key, blob in new_blobs.items():
                 old = blobs.get(key, _MISSING)
                 if old is _MISSING:  # a new key of the store: checked here, once
@@ -238,9 +248,13 @@ class Store:
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
+                run_cost = 0  # a run new to the thread adds to the run index (lineage.index_run counts it)
+                if run_id is not None and (thread is None or run_id not in thread.runs):
+                    run_cost = memory.RUN + len(run_id)
                 footprint = memory.change(
-                    net, extra, pruning, checkpoints=replaced is None, blobs=len(new_blobs) - replaced_blobs,
-                    namespaces=space is None, thread_id=thread_id if thread is None else None,
+                    net, extra + run_cost, pruning, checkpoints=replaced is None,
+                    blobs=len(new_blobs) - replaced_blobs, namespaces=space is None,
+                    thread_id=thread_id if thread is None else None,
                 )  # fmt: skip
                 policy.make_room(
                     self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
@@ -253,7 +267,9 @@ class Store:
                 threads.move_to_end(thread_id)
                 if pruning is not None:
                     policy.carry_out(self, thread, pruning)
-                    space = thread.namespaces.get(namespace)  # pruning may have emptied it
+                    if space is not None and namespace not in thread.namespaces:  # pruning emptied it: anew
+                        space = None
+                        extra += len(namespace)
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
@@ -302,8 +318,10 @@ class Store:
             ThreadEvictedError: The checkpoint belonged to the thread before it
                 was evicted or expired.
 
-        Runtime complexity: O(len(writes)), plus O(namespaces + runs) per
-        thread evicted or expired when that happens (and its export, with a hook).
+        Runtime complexity: O(len(writes)). Plus, when they happen: O(namespaces
+        + runs) per thread evicted or expired (and its export, with a hook); the
+        size of a namespace pruned whole (``policy.plan_namespaces``) and O(n) for
+        the thread's n checkpoints to recount its runs then.
         """
         limits = self.limits
         max_length = limits.max_identifier_length
@@ -552,3 +570,4 @@ class Store:
 
 
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
+_VERSION_TYPES = frozenset((str, int, float))

@@ -10,14 +10,18 @@ released its lock, one announcement at a time, in drop order:
   (a synchronous write to an archive) never stalls the event loop, and an
   ``async def`` hook is awaited on the caller's loop.
 
-Either way the caller waits until its announcements are made: a slow hook
-slows the callers that drop threads, and the queue never outgrows what those
-calls dropped. Hook errors are logged and counted in ``stats().drop_hook_errors``.
+Either way the caller delivers the queue, or leaves it to a delivery already
+under way (which announces its drops too), so a slow hook slows the callers
+that drop threads and the queue never outgrows what those calls dropped. A sync
+call made on a running event loop never waits for another delivery (that would
+block the loop it runs on). Hook errors, a cancelled caller's interrupted hook
+included, are logged and counted in ``stats().drop_hook_errors``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,10 +50,11 @@ def deliver(announcements: Announcements) -> None:
     if deferred.get():
         return
     hook = announcements.hook
+    on_a_loop = _running_loop() is not None  # waiting for the turn here would block that loop's delivery
     if is_async_hook(hook):
-        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)))  # type: ignore[misc]
+        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)), wait=not on_a_loop)  # type: ignore[misc]
     else:
-        announcements.deliver()
+        announcements.deliver(wait=not on_a_loop)
 
 
 async def deliver_async(announcements: Announcements) -> None:
@@ -71,6 +76,9 @@ async def deliver_async(announcements: Announcements) -> None:
                 record, export = announcements.queue.popleft()
                 try:
                     await hook(record, export)  # type: ignore[misc]
+                except asyncio.CancelledError:
+                    announcements.failed(record)  # the caller was cancelled mid-hook: counted, not lost silently
+                    raise
                 except Exception:
                     announcements.failed(record)
         finally:
@@ -81,12 +89,18 @@ async def deliver_async(announcements: Announcements) -> None:
 def _run_to_completion(coroutine: Awaitable[object]) -> object:
     """Run an ``async def`` hook's coroutine from sync code: here if no loop runs in this
     thread, else on a loop of its own in a helper thread (this thread's loop is blocked anyway)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if _running_loop() is None:
         return asyncio.run(_as_coroutine(coroutine))
+    context = contextvars.copy_context()  # the delivery under way: a hook that re-enters the saver leaves its drops
     with ThreadPoolExecutor(1, thread_name_prefix="on-evict") as helper:
-        return helper.submit(asyncio.run, _as_coroutine(coroutine)).result()
+        return helper.submit(context.run, asyncio.run, _as_coroutine(coroutine)).result()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _as_coroutine(awaitable: Awaitable[object]) -> object:

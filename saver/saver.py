@@ -228,6 +228,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         report.loaded = [thread_id for thread_id in report.loaded if thread_id in present]
         saver.load_report = report
         saver.config = config
+        if saver.store.announcements.queue:  # threads that did not fit were evicted while restoring
+            announcing.deliver(saver.store.announcements)
         saver.resume()
         return saver
 
@@ -342,10 +344,12 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Runtime complexity: O(log n + k) for k results without ``filter``; with
         ``filter``, every candidate's metadata is deserialized.
         """
-        for view, metadata in self._listed(config, filter, before, limit):
-            yield codec.decode_view(self.serde, view, metadata)
-        if self.store.announcements.queue:
-            announcing.deliver(self.store.announcements)
+        try:
+            for view, metadata in self._listed(config, filter, before, limit):
+                yield codec.decode_view(self.serde, view, metadata)
+        finally:  # also when the caller stops early
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -522,10 +526,12 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list``; deserializes large checkpoints in a worker thread."""
-        for view, metadata in self._listed(config, filter, before, limit):
-            yield await self._decode(view, metadata)
-        if self.store.announcements.queue:
-            await announcing.deliver_async(self.store.announcements)
+        try:
+            for view, metadata in self._listed(config, filter, before, limit):
+                yield await self._decode(view, metadata)
+        finally:  # also when the caller stops early
+            if self.store.announcements.queue:
+                await announcing.deliver_async(self.store.announcements)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -73,6 +73,16 @@ CASES: list[tuple[str, Any, str]] = [
     ("put, metadata not a dict", lambda s: s.put(config("t"), good_checkpoint(), "meta", {"a": 1}), "metadata"),
     ("put, new_versions not a dict", lambda s: s.put(config("t"), good_checkpoint(), {}, ["a"]), "new_versions"),
     ("put, 10k channel", lambda s: s.put(config("t"), good_checkpoint(), {}, {LONG: 1}), "channel"),
+    (
+        "put, 10k channel among channel_versions",
+        lambda s: s.put(config("t"), bad_checkpoint(channel_versions={"a": 1, LONG: 1}), {}, {"a": 1}),
+        "channel",
+    ),
+    (
+        "put, a list version among channel_versions",
+        lambda s: s.put(config("t"), bad_checkpoint(channel_versions={"a": 1, "b": [1]}), {}, {"a": 1}),
+        "version",
+    ),
     ("put, version a list", lambda s: s.put(config("t"), good_checkpoint(), {}, {"a": [1]}), "version"),
     ("put, 10k parent id", lambda s: s.put(config("t", "", LONG), good_checkpoint(), {}, {"a": 1}), "checkpoint_id"),
     ("put, refused value", lambda s: put(s, "t", {"a": threading.Lock()}), "channel 'a': a lock cannot be serialized"),

@@ -295,3 +295,110 @@ def test_an_async_hook_that_fails_is_counted_not_raised() -> None:
     filled(saver, "first")
     asyncio.run(saver.aput(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1}))
     assert saver.stats().drop_hook_errors == 1 and saver.get_tuple(config("second")) is not None
+
+
+def test_import_skips_empty_namespaces_and_refuses_a_write_index_that_is_not_an_int() -> None:
+    from engine import NamespaceExport, WriteRecord
+
+    saver = BoundedInMemorySaver()
+    saver.import_thread(ThreadExport("t", {"": NamespaceExport((), {}, {})}))
+    assert saver.stats().threads == 0
+    bad_write = WriteRecord("task", "0", "a", "msgpack", b"\x01", "")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="idx"):
+        saver.import_thread(ThreadExport("t", {"": NamespaceExport((), {"c": (bad_write,)}, {})}))
+    assert saver.stats().threads == 0
+    saver.check()
+
+
+def run_with_a_deadline(scenario: Any, seconds: float = 30.0) -> Any:
+    """Run ``asyncio.run(scenario())`` in a thread and fail, instead of hanging, if it never ends."""
+    outcome: list[Any] = []
+    runner = threading.Thread(target=lambda: outcome.append(asyncio.run(scenario())), daemon=True)
+    runner.start()
+    runner.join(timeout=seconds)  # a guard against a hung test, not a timing
+    assert outcome, "deadlocked"
+    return outcome[0]
+
+
+def put_for(saver: BoundedInMemorySaver, thread_id: str) -> Any:
+    checkpoint = make_checkpoint({"a": 1})
+    return saver.put(config(thread_id), checkpoint, {}, dict(checkpoint["channel_versions"]))
+
+
+def test_a_sync_call_on_a_loop_does_not_wait_for_an_async_delivery_under_way() -> None:
+    """The async delivery holds the turn while it awaits its hook; a sync call on the same loop must
+    not block the loop waiting for it: it leaves its drop to that delivery."""
+    announced: list[str] = []
+
+    async def slow(dropped: DroppedThread, export: ThreadExport) -> None:
+        await asyncio.sleep(0.05)
+        announced.append(dropped.thread_id)
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=slow))
+
+    async def scenario() -> list[str]:
+        put_for(saver, "t0")
+        checkpoint = make_checkpoint({"a": 1})
+        evicting = asyncio.create_task(saver.aput(config("t1"), checkpoint, {}, dict(checkpoint["channel_versions"])))
+        await asyncio.sleep(0.01)  # the task's delivery is now awaiting the hook
+        put_for(saver, "t2")  # evicts t1 from the loop's own thread
+        await evicting
+        return announced
+
+    assert run_with_a_deadline(scenario) == ["t0", "t1"]
+
+
+def test_an_async_hook_may_write_through_the_saver_from_a_sync_call_on_a_loop() -> None:
+    announced: list[str] = []
+
+    async def archive(dropped: DroppedThread, export: ThreadExport) -> None:
+        announced.append(dropped.thread_id)
+        if dropped.thread_id == "t0":
+            checkpoint = make_checkpoint({"a": 1})
+            await saver.aput(config("archive"), checkpoint, {}, dict(checkpoint["channel_versions"]))  # evicts t1
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=archive))
+
+    async def scenario() -> list[str]:
+        put_for(saver, "t0")
+        put_for(saver, "t1")  # a sync call on the loop's thread: the hook runs on a loop of its own
+        return announced
+
+    assert run_with_a_deadline(scenario) == ["t0", "t1"]
+
+
+def test_a_caller_cancelled_during_its_async_hook_counts_the_announcement() -> None:
+    async def slow(dropped: DroppedThread, export: ThreadExport) -> None:
+        await asyncio.sleep(10)
+
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=slow))
+
+    async def scenario() -> int:
+        put_for(saver, "t0")
+        checkpoint = make_checkpoint({"a": 1})
+        task = asyncio.create_task(saver.aput(config("t1"), checkpoint, {}, dict(checkpoint["channel_versions"])))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return saver.stats().drop_hook_errors
+
+    assert run_with_a_deadline(scenario) == 1
+
+
+def test_a_list_left_unfinished_still_announces_what_its_read_expired() -> None:
+    announced: list[str] = []
+    clock = FakeClock()
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(idle_ttl_seconds=10, on_evict=lambda d, e: announced.append(d.thread_id)),
+        clock=clock,
+    )
+    put(saver, "old", {"a": 1})
+    clock.advance(5)
+    put(saver, "live", {"a": 1})
+    put(saver, "live", {"a": 2})
+    clock.advance(6)  # "old" has expired, "live" has not
+    listed = saver.list(config("live"))
+    next(listed)
+    listed.close()  # the caller stops early
+    assert announced == ["old"]

@@ -24,7 +24,7 @@ from langgraph.types import Send
 from engine import KIB, MIB, StoreLimits, memory
 from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.conftest import FakeClock
-from tests.helpers import config, fingerprint, put
+from tests.helpers import config, fingerprint, make_checkpoint, put
 
 UNBOUNDED = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000}  # tombstones: the default
 TOLERANCE = 0.15  # the estimate is within 15% of the traced heap
@@ -221,3 +221,28 @@ def test_memory_bytes_follows_rolling_history_and_deletions() -> None:
     assert saver.get_tuple(config_) is not None
     saver.delete_thread("rolling")
     assert saver.stats().memory_bytes == 0
+
+
+def test_a_run_new_to_a_thread_is_counted_before_the_write_is_admitted() -> None:
+    """LangGraph gives every run a new id: the run index grows with each, within max_memory_bytes."""
+    saver = memory_saver(64 * KIB)
+    for index in range(400):
+        configured = {"configurable": {"thread_id": f"thread-{index}"}, "metadata": {"run_id": str(uuid.uuid4())}}
+        checkpoint = make_checkpoint({"messages": ["hello"] * 5})
+        saver.put(configured, checkpoint, {"source": "loop", "step": 0}, dict(checkpoint["channel_versions"]))
+        assert saver.stats().memory_bytes <= 64 * KIB
+    assert saver.stats().evicted_for_memory > 0
+    saver.check()
+
+
+def test_tombstones_keep_a_sixteenth_of_the_memory_limit_and_never_crowd_out_threads() -> None:
+    saver = memory_saver(256 * KIB)
+    live: list[int] = []
+    for index in range(1_500):
+        put(saver, f"thread-{index}", {"messages": ["hello"] * 5})
+        if index >= 500:
+            live.append(saver.stats().threads)
+    tombstones = saver.store.tombstones
+    assert memory.of_tombstones(tombstones) <= 256 * KIB / 16
+    assert min(live) == max(live) > 100, "threads were crowded out"
+    saver.check()

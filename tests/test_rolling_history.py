@@ -158,3 +158,17 @@ def test_pruning_a_whole_other_namespace_keeps_the_thread_being_written() -> Non
     assert saver.get_tuple(config("t")) is not None
     saver.delete_thread("t")
     assert (saver.stats().checkpoints, saver.stats().total_bytes) == (0, 0)
+
+
+def test_a_put_whose_pruning_empties_its_own_namespace_keeps_the_accounting_exact() -> None:
+    """Found by the soak: rolling history removed the only checkpoint of the namespace being written,
+    so the put created it anew; its name's bytes must be counted again."""
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(max_checkpoints_per_thread=2, on_checkpoint_limit="prune_oldest")
+    )
+    put(saver, "t", {"a": 1}, namespace="sub:1|inner:2", version="1")
+    put(saver, "t", {"a": 1})
+    put(saver, "t", {"a": 2}, namespace="sub:1|inner:2", version="2")  # prunes the namespace's only checkpoint
+    stats = saver.stats()
+    assert (stats.checkpoints, stats.namespaces, stats.pruned_checkpoints) == (2, 2, 1)
+    saver.check()
