@@ -60,28 +60,32 @@ class Announcements:
         """Hand every queued drop to the hook (or to ``call``), one at a time, in drop order.
 
         Waits for a delivery under way in another thread to finish first, unless
-        ``wait`` is false: then that delivery announces these too. Inside a
+        ``wait`` is false: then that delivery announces these too (a delivery
+        looks at the queue again after releasing its turn). Inside a
         delivery (the hook used the store and dropped more), returns at once: the
         delivery under way announces those too.
 
         Runtime complexity: the hook's, per thread announced.
         """
-        if not self.queue or delivering.get():
-            return
-        if not self.turn.acquire(blocking=wait):
+        if delivering.get():
             return
         call = call or self.hook
-        token = delivering.set(True)
-        try:
-            while self.queue:
-                record, export = self.queue.popleft()
-                try:
-                    call(record, export)  # type: ignore[misc]
-                except Exception:
-                    self.failed(record)
-        finally:
-            delivering.reset(token)
-            self.turn.release()
+        # Whoever held the turn looks again once it is released: a drop queued meanwhile by a
+        # caller that did not wait for the turn is never left behind.
+        while self.queue:
+            if not self.turn.acquire(blocking=wait):
+                return
+            token = delivering.set(True)
+            try:
+                while self.queue:
+                    record, export = self.queue.popleft()
+                    try:
+                        call(record, export)  # type: ignore[misc]
+                    except Exception:
+                        self.failed(record)
+            finally:
+                delivering.reset(token)
+                self.turn.release()
 
     def failed(self, record: DroppedThread) -> None:
         """Log and count a hook's exception. Runtime complexity: O(1)."""

@@ -66,8 +66,9 @@ def delta_history(
     for it; that ancestor's own writes are included (they lead to its child).
     Writes stored at ``target`` itself are excluded.
 
-    Runtime complexity: O(a * (c + w log w)) for a ancestors visited, c channels
-    and w writes per ancestor.
+    Runtime complexity: O(a * (r * C + w log w)) for a ancestors visited, r
+    channels asked for, C channels per checkpoint (each version lookup is a C
+    ``tuple.index``) and w writes per ancestor (all of them ordered).
     """
     collected: dict[str, list[WriteRecord]] = {channel: [] for channel in channels}
     seeds: dict[str, Payload] = {}
@@ -88,7 +89,7 @@ def delta_history(
 def unseeded_delta_channels(space: Namespace, record: CheckpointRecord) -> set[str]:
     """Delta channels of ``record`` that it does not store a value for.
 
-    Runtime complexity: O(d * channels) for its d delta channels.
+    Runtime complexity: O(d * C) for its d delta channels and C channels (version lookups).
     """
     return {
         channel
@@ -104,8 +105,9 @@ def required_ancestors(space: Namespace, keep: Iterable[CheckpointRecord]) -> se
     result is closed: every checkpoint in ``keep`` or in the result can still
     be rebuilt once everything else is removed.
 
-    Runtime complexity: O(n * d) for n checkpoints and d delta channels: a
-    channel is carried through a checkpoint at most once.
+    Runtime complexity: O(n * d * C) for n checkpoints, d delta channels and C
+    channels per checkpoint: a channel is carried through a checkpoint at most
+    once, and each step looks up a version (O(C), in C).
     """
     carried: dict[str, set[str]] = {}
     required: set[str] = set()
@@ -200,13 +202,15 @@ def carry_out(space: Namespace, removal: Removal) -> list[CheckpointRecord]:
 
 def remove_checkpoints(
     store: Store, thread: Thread, namespace: str, removal: Removal, *, unlink_empty: bool = False
-) -> None:
-    """Carry out a planned removal in one namespace of a stored thread, keeping every total and the run index.
+) -> bool:
+    """Carry out a planned removal in one namespace of a stored thread, keeping every total.
 
-    A namespace left empty goes; a thread left empty goes too when ``unlink_empty``.
+    A namespace left empty goes; a thread left empty goes too when ``unlink_empty``
+    (and out of the run index with it). Returns whether a removed checkpoint
+    belonged to a run: then the caller calls ``reindex_runs`` once it has
+    removed all it will from the thread, if the thread is still stored.
 
-    Runtime complexity: that of ``carry_out``, plus O(checkpoints of the thread) to recount its runs
-    when a removed checkpoint belonged to one.
+    Runtime complexity: that of ``carry_out``.
     """
     space = thread.namespaces[namespace]
     removed = carry_out(space, removal)
@@ -221,8 +225,6 @@ def remove_checkpoints(
     store.writes -= freed.writes
     store.blobs -= freed.blobs
     store.extra -= freed.extra
-    if any(record.run_id is not None for record in removed):
-        reindex_runs(store, thread)
     if space.is_empty():
         del thread.namespaces[namespace]
         store.namespaces -= 1
@@ -232,13 +234,16 @@ def remove_checkpoints(
         store.changed.add(thread.thread_id)
     if unlink_empty and not thread.namespaces:
         store.unlink(thread)
+    return any(record.run_id is not None for record in removed)
 
 
-def remove_namespace(store: Store, thread: Thread, namespace: str) -> None:
-    """Remove a namespace of a stored thread whole, keeping every total and the run index.
+def remove_namespace(store: Store, thread: Thread, namespace: str) -> bool:
+    """Remove a namespace of a stored thread whole, keeping every total.
 
-    Runtime complexity: O(size of the namespace) to recount what it frees, plus
-    O(checkpoints of the thread) to recount its runs.
+    Returns whether a removed checkpoint belonged to a run: then the caller
+    calls ``reindex_runs`` once it has removed all it will from the thread.
+
+    Runtime complexity: O(size of the namespace) to recount what it frees.
     """
     space = thread.namespaces.pop(namespace)
     freed = space.recount()
@@ -254,10 +259,9 @@ def remove_namespace(store: Store, thread: Thread, namespace: str) -> None:
     store.blobs -= freed.blobs
     store.namespaces -= 1
     store.extra -= extra
-    if any(record.run_id is not None for record in space.records.values()):
-        reindex_runs(store, thread)
     if store.changed is not None:
         store.changed.add(thread.thread_id)
+    return any(record.run_id is not None for record in space.records.values())
 
 
 def delete_runs(store: Store, run_ids: Iterable[str]) -> int:
@@ -266,7 +270,9 @@ def delete_runs(store: Store, run_ids: Iterable[str]) -> int:
     An ancestor that a surviving checkpoint needs to rebuild a delta channel is
     kept. Blobs no surviving checkpoint references are freed.
 
-    Runtime complexity: O(size of the threads holding those runs); no other
+    Runtime complexity: O(size of the threads holding those runs), with a
+    factor d * C for d delta channels and C channels per checkpoint
+    (``required_ancestors``), and each thread's runs recounted once; no other
     thread is visited.
     """
     runs = set(run_ids)
@@ -279,6 +285,7 @@ def _delete_runs(store: Store, runs: set[str]) -> int:
     removed = 0
     for thread_id in thread_ids:
         thread = store.threads[thread_id]
+        runs_changed = False
         for name, space in list(thread.namespaces.items()):
             doomed = {cid for cid, record in space.records.items() if record.run_id in runs}
             if not doomed:
@@ -286,8 +293,10 @@ def _delete_runs(store: Store, runs: set[str]) -> int:
             survivors = [record for cid, record in space.records.items() if cid not in doomed]
             doomed -= required_ancestors(space, survivors)
             removal = plan_removal(space, doomed)
-            remove_checkpoints(store, thread, name, removal, unlink_empty=True)
+            runs_changed |= remove_checkpoints(store, thread, name, removal, unlink_empty=True)
             removed += len(removal.checkpoint_ids)
+        if runs_changed and thread.namespaces:  # still stored: an emptied thread left the run index whole
+            reindex_runs(store, thread)
     return removed
 
 
@@ -302,7 +311,9 @@ def prune(store: Store, thread_ids: Iterable[str], *, keep_latest: bool) -> None
     Raises:
         ValueError: A thread id is invalid; nothing changed.
 
-    Runtime complexity: O(size of the named threads).
+    Runtime complexity: O(size of the named threads), with a factor d * C for
+    d delta channels and C channels per checkpoint (``required_ancestors``),
+    and each thread's runs recounted once.
     """
     ids = [identifiers.check_identifier("thread_id", thread_id, store.limits) for thread_id in thread_ids]
     with store.lock:
@@ -319,6 +330,7 @@ def _prune(store: Store, thread_ids: Sequence[str], keep_latest: bool) -> None:
             continue
         if thread is None:
             continue
+        runs_changed = False
         for name, space in list(thread.namespaces.items()):
             latest = space.latest()
             if latest is None:
@@ -327,7 +339,9 @@ def _prune(store: Store, thread_ids: Sequence[str], keep_latest: bool) -> None:
             keep.add(latest.checkpoint_id)
             removal = plan_removal(space, [cid for cid in space.ids if cid not in keep])
             if removal.checkpoint_ids:
-                remove_checkpoints(store, thread, name, removal, unlink_empty=True)
+                runs_changed |= remove_checkpoints(store, thread, name, removal, unlink_empty=True)
+        if runs_changed and thread.namespaces:  # still stored: an emptied thread left the run index whole
+            reindex_runs(store, thread)
 
 
 # --- the run index ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ except ``import_thread``, which checks the export before taking it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from engine import identifiers, memory, policy
@@ -39,7 +40,9 @@ def copy_thread(store: Store, source_id: str, target_id: str) -> None:
         CheckpointCapacityError: The target would exceed a per-thread limit, or
             there is no room for it without evicting the source.
 
-    Runtime complexity: O(size of both threads), plus O(namespaces + runs) per thread evicted.
+    Runtime complexity: O(s log s) for the s checkpoints of both threads (the
+    merged ids are sorted), plus O(namespaces + runs) per thread evicted, plus
+    expiry when due (``Store``), for each of the two threads.
     """
     identifiers.check_identifier("source thread_id", source_id, store.limits)
     identifiers.check_identifier("target thread_id", target_id, store.limits)
@@ -60,7 +63,8 @@ def export_thread(store: Store, thread_id: str) -> ThreadExport | None:
     """Everything a thread holds, still serialized, or None if it is not stored (or has expired).
 
     The export shares the store's immutable records; it does not mark the
-    thread as used. Runtime complexity: O(size of the thread).
+    thread as used. Runtime complexity: O(size of the thread), plus expiry
+    when due (``Store``).
     """
     with store.lock:
         thread = store.threads.get(thread_id)
@@ -83,14 +87,17 @@ def import_thread(
     winning. Every identifier and payload is checked first, and the limits hold
     as for any write, ``max_checkpoint_bytes`` for each imported checkpoint
     included. ``idle_seconds`` backdates the thread's last use (restoring a
-    snapshot keeps threads' ages; the thread goes to the most recently used end,
-    so import oldest first).
+    snapshot keeps threads' ages). The thread goes to the most recently used
+    end, and least-recently-used order is also idle order, so it is never made
+    idler than the thread used before it: import oldest first to keep every age.
 
     Raises:
         ValueError: The export is malformed or holds an invalid identifier.
         CheckpointCapacityError: The thread would exceed a limit; nothing changed.
 
-    Runtime complexity: O(size of the export and of the existing thread).
+    Runtime complexity: O(s log s) for the s checkpoints of the export and of
+    the existing thread (the merged ids are sorted), plus expiry when due
+    (``Store``) and O(namespaces + runs) per thread evicted.
     """
     if not isinstance(export, ThreadExport):
         raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
@@ -111,7 +118,11 @@ def import_thread(
             policy.reject(store, "max_checkpoint_bytes", limits.max_checkpoint_bytes, largest, target_id)
         if namespaces:
             thread = install(store, target_id, namespaces, now, keep=[])
-            thread.last_used = now - max(0.0, idle_seconds)
+            last_used = now - max(0.0, idle_seconds)
+            if len(store.threads) > 1:  # LRU order is idle order: never idler than the thread used before it
+                used_before = store.threads[next(islice(reversed(store.threads), 1, None))]
+                last_used = max(last_used, used_before.last_used)
+            thread.last_used = last_used
             store.next_expiry = min(store.next_expiry, thread.last_used + limits.idle_ttl_seconds)
 
 
@@ -124,7 +135,8 @@ def install(
     then swaps it in at the most recently used end. ``keep`` are threads that
     must not be evicted for it.
 
-    Runtime complexity: O(size of the merged thread), plus O(namespaces + runs) per thread evicted.
+    Runtime complexity: O(size of the merged thread) and O(n log n) for its n
+    checkpoint ids sorted (``_absorb``), plus O(namespaces + runs) per thread evicted.
     """
     limits = store.limits
     target = store.threads.get(target_id)

@@ -115,8 +115,9 @@ def make_room(
         CheckpointCapacityError: ``max_total_bytes``, ``max_memory_bytes`` or
             ``max_threads`` cannot be met even with every other thread gone.
 
-    Runtime complexity: O(len(keep)) per thread removed, each O(namespaces +
-    runs), plus its export when a hook is set.
+    Runtime complexity: O(len(keep)) to decide feasibility; then O(len(keep))
+    per thread removed, each O(namespaces + runs) plus its export when a hook
+    is set, and O(1) per tombstone shed.
     """
     limits = store.limits
     kept = sum(thread.nbytes for thread in keep) + growth
@@ -195,7 +196,9 @@ def admit_location(store: Store, thread: Thread | None, thread_id: str, namespac
         ValueError: A new thread id or namespace is invalid.
         CheckpointCapacityError: The thread would have one namespace too many.
 
-    Runtime complexity: O(length of the identifiers), plus O(namespaces) at the limit.
+    Runtime complexity: O(length of the identifiers), plus, at the limit,
+    O(s log s + size of the namespaces taken) for a thread of s namespaces
+    (``plan_namespaces``).
     """
     limits = store.limits
     if thread is None:
@@ -335,8 +338,11 @@ def plan_rolling(
     channel seeded long ago), the cut moves forward, at least doubling each
     time, so that whole old chains go first; it may then take more than a tenth.
 
-    Runtime complexity: O(n * d * log n) for the n checkpoints of the thread and
-    d delta channels (each pass recomputes what survivors need).
+    Runtime complexity: O(n * (d * C + 1) * log n + n * (C + log s)) for the n
+    checkpoints of the thread in s namespaces, d delta channels and C channels
+    per checkpoint: O(log n) passes (the cut at least doubles), each recomputing
+    what the survivors need (``lineage.required_ancestors``); the ids merged
+    oldest first; the blob sweeps (``lineage.plan_removal``).
     """
     limits = store.limits
     maximum = limits.max_checkpoints_per_thread
@@ -403,11 +409,16 @@ def plan_rolling(
 def carry_out(store: Store, thread: Thread, pruning: Pruning) -> None:
     """Carry out a plan of ``plan_namespaces`` or ``plan_rolling``, counting what it pruned.
 
-    Runtime complexity: O(size of what it removes) (``lineage``'s removals).
+    Runtime complexity: O(size of what it removes) (``lineage``'s removals),
+    plus O(checkpoints of the thread), once, to recount its runs when a removed
+    checkpoint belonged to one.
     """
+    runs_changed = False
     for name in pruning.namespaces:
-        lineage.remove_namespace(store, thread, name)
+        runs_changed |= lineage.remove_namespace(store, thread, name)
         store.pruned_namespaces += 1
     for name, removal in pruning.removals.items():
-        lineage.remove_checkpoints(store, thread, name, removal)
+        runs_changed |= lineage.remove_checkpoints(store, thread, name, removal)
         store.pruned_checkpoints += len(removal.checkpoint_ids)
+    if runs_changed:
+        lineage.reindex_runs(store, thread)

@@ -53,8 +53,10 @@ def list_checkpoints(
     Raises:
         ValueError: An identifier that is not stored is also invalid.
 
-    Runtime complexity: O(log n + k) per namespace for k checkpoints returned;
-    with ``thread_id=None``, O(T log T) more to order T threads.
+    Runtime complexity: O(log n + k) per namespace listed for k checkpoints
+    returned; with ``thread_id=None``, O(T log T + namespaces of every thread)
+    more to order T threads and visit their namespaces; plus expiry when due
+    (``Store``).
     """
     with store.lock:
         now = store.clock()
@@ -104,7 +106,9 @@ def views(store: Store, refs: Iterable[CheckpointRef]) -> list[CheckpointView | 
     Does not mark threads as used (``list`` did). A thread that has expired
     since it was listed is removed and its checkpoints read as None.
 
-    Runtime complexity: O(c + w log w) per checkpoint of c channels and w writes.
+    Runtime complexity: O(c + w log w) per checkpoint of c channels and w
+    writes; plus expiry when due (``Store``), which may recur for each ref while
+    more idle threads are due than one expiry takes.
     """
     found: list[CheckpointView | None] = []
     with store.lock:
@@ -132,8 +136,8 @@ def delta_history(
     Raises:
         ValueError: An identifier that is not stored is also invalid.
 
-    Runtime complexity: O(a * (c + w log w)) for the a ancestors walked, never
-    more than the namespace holds.
+    Runtime complexity: that of ``lineage.delta_history`` for the a ancestors
+    walked, never more than the namespace holds; plus expiry when due (``Store``).
     """
     with store.lock:
         now = store.clock()

@@ -44,12 +44,19 @@ class Store:
 
     Threads sit in an ``OrderedDict`` in least-recently-used order, which is
     also idle order: expiry (``policy.expire``) and eviction (``policy.make_room``)
-    both take from the front. Totals are kept incrementally, so ``stats()`` is O(1).
-    Every public method holds ``lock`` (re-entrant). A rejected operation raises
-    ``CheckpointCapacityError`` and changes nothing: no eviction, no partial
-    write, no change of LRU order. Threads evicted or expired are queued in
-    ``announcements`` for ``on_drop``; the caller delivers them once the lock
-    is released (``announce()``, or the saver's async-aware delivery).
+    both take from the front. Totals are kept incrementally, so ``stats()`` is O(1)
+    but for one entry per limit that rejected something. Every public method
+    holds ``lock`` (re-entrant). A rejected operation raises
+    ``CheckpointCapacityError`` and changes nothing but lazy expiry: no eviction,
+    no partial write, no change of LRU order. Threads evicted or expired are
+    queued in ``announcements`` for ``on_drop``; the caller delivers them once
+    the lock is released (``announce()``, or the saver's async-aware delivery).
+
+    Costs: ``get``, ``list``, ``views``, ``delta_history``, ``export_thread``,
+    the writes, ``copy_thread`` and ``import_thread`` first expire when
+    ``next_expiry`` has passed (``policy.expire``: at most ``EXPIRY_BUDGET`` + 1
+    idle threads, each O(namespaces + runs), plus its export when a hook is
+    set). The runtime complexity each method states leaves that out.
 
     The attributes set in ``__init__`` are engine-internal state, read and
     changed under ``lock`` by the engine's modules.
@@ -103,7 +110,7 @@ class Store:
             ValueError: An identifier that is not stored is also invalid.
 
         Runtime complexity: O(1) to find it, plus O(c + w log w) to read its c
-        channel values and w writes.
+        channel values and w writes; plus expiry when due (see the class).
         """
         lock = self.lock
         lock.acquire()  # not `with`: half the cost, on the path of every read of a graph's state
@@ -144,17 +151,18 @@ class Store:
         Raises:
             ValueError: A new identifier is invalid.
             CheckpointCapacityError: ``max_namespaces_per_thread``,
-                ``max_checkpoints_per_thread``, ``max_checkpoint_bytes`` or
-                ``max_total_bytes`` would be exceeded.
+                ``max_checkpoints_per_thread``, ``max_checkpoint_bytes``,
+                ``max_total_bytes``, ``max_threads`` or ``max_memory_bytes``
+                would be exceeded.
             ThreadEvictedError: The parent checkpoint belonged to the thread
                 before it was evicted or expired.
 
         Runtime complexity: O(c) for a checkpoint of c channels whose id sorts
         last in its namespace (ids are time-ordered), else one O(n) memory move.
         Plus, when they happen: O(namespaces + runs) per thread evicted or
-        expired (and its export, with a hook); under rolling history, O(n * d *
-        log n) for the n checkpoints of the thread once per a tenth of the limit
-        (``policy.plan_rolling``); the size of a namespace pruned whole
+        expired (and its export, with a hook); under rolling history, about
+        O(n log n) for the n checkpoints of the thread once per a tenth of the
+        limit (``policy.plan_rolling`` states the exact bound); the size of a namespace pruned whole
         (``policy.plan_namespaces``); O(n) to recount the thread's runs when a
         re-put changes a checkpoint's run.
         """
@@ -313,8 +321,8 @@ class Store:
         Raises:
             ValueError: A new identifier is invalid, or a task path is not a string.
             CheckpointCapacityError: ``max_pending_write_bytes``,
-                ``max_namespaces_per_thread`` or ``max_total_bytes`` would be
-                exceeded.
+                ``max_namespaces_per_thread``, ``max_total_bytes``,
+                ``max_threads`` or ``max_memory_bytes`` would be exceeded.
             ThreadEvictedError: The checkpoint belonged to the thread before it
                 was evicted or expired.
 

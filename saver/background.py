@@ -46,7 +46,11 @@ class Periodic:
             logger.exception("%s failed; trying again in %s s", self._name, self._interval)
 
     def stop(self) -> None:
-        """Stop the thread, then run the job once more if ``final``. Runtime complexity: one run."""
+        """Stop the thread, then run the job once more if ``final``.
+
+        Runtime complexity: up to two runs: the one under way, which the
+        thread finishes first, and the final one.
+        """
         if self._stop.is_set():
             return
         self._stop.set()

@@ -66,6 +66,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     copies LangGraph makes with ``with_allowlist()`` share it, lock included.
     Sync methods may be called from any thread.
 
+    The runtime costs the methods state leave out two things a call may add
+    when they are due: the lazy expiry of idle threads (see ``engine.Store``),
+    and handing the threads that call dropped to ``on_evict`` in the calling
+    thread (the hook's cost per thread; see ``saver.announcing``).
+
     Args:
         config: Limits and settings; the reference defaults if omitted.
         serde: Serializer; ``JsonPlusSerializer(pickle_fallback=False)`` if omitted.
@@ -198,7 +203,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
                 ``allow_unsigned``); or a payload's tag is refused. Nothing is loaded.
             ValueError: ``allow_unsigned`` is not a bool.
 
-        Runtime complexity: O(size of the file).
+        Runtime complexity: O(size of the file), and O(n log n) per thread of
+        n checkpoints restored (its ids are sorted).
         """
         if not isinstance(allow_unsigned, bool):
             raise ValueError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
@@ -263,7 +269,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     def export_thread(self, thread_id: str) -> ThreadExport | None:
         """Everything a thread holds (all namespaces, checkpoints, metadata, writes,
-        blobs), still serialized, or None if it is not stored.
+        blobs), still serialized, or None if it is not stored or has expired
+        (then it is removed, and announced as expired).
 
         Runtime complexity: O(size of the thread).
         """
@@ -288,7 +295,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             ValueError: Malformed export or invalid identifier.
             CheckpointCapacityError: It does not fit the limits; nothing changed.
 
-        Runtime complexity: O(size of the export).
+        Runtime complexity: O(size of the export), and O(s log s) for the s
+        checkpoints of the export and of the thread it merges into (the merged
+        ids are sorted).
         """
         target = None if thread_id is None else normalize_id("thread_id", thread_id)
         payload_tags.check_export(export, self.serde)
@@ -310,7 +319,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint a config names, or the latest of its thread and namespace.
 
-        Runtime complexity: O(1) to find it plus deserializing it.
+        Runtime complexity: O(1) to find it, O(c + w log w) to read its c channel
+        values and w pending writes, plus deserializing them.
         """
         store = self.store
         thread_id, namespace, checkpoint_id = locate(config)
@@ -341,8 +351,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Raises:
             ValueError: ``filter`` is not a mapping, or an identifier is invalid.
 
-        Runtime complexity: O(log n + k) for k results without ``filter``; with
-        ``filter``, every candidate's metadata is deserialized.
+        Runtime complexity: O(log n + k) per namespace listed for k results
+        (``config=None``: plus O(T log T) to order the T threads, and their
+        namespaces visited), and O(c + w log w) to read each result's c channel
+        values and w writes, plus deserializing them. With ``filter``, every
+        candidate (every checkpoint of the thread, or of the store with
+        ``config=None``) is listed under one hold of the lock and its metadata
+        deserialized.
         """
         try:
             for view, metadata in self._listed(config, filter, before, limit):
@@ -359,7 +374,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         A direct walk of the engine's parent links: each ancestor is visited once
         for all channels.
 
-        Runtime complexity: O(ancestors walked * (channels + writes)).
+        Runtime complexity: O(a * (r * C + w log w)) for a ancestors walked, r
+        channels asked for, C channels per checkpoint and w writes per ancestor
+        (``engine.lineage.delta_history``), plus deserializing what is found.
         """
         if not channels:
             return {}
@@ -419,7 +436,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
             CheckpointCapacityError: A limit would be exceeded; nothing changed.
             ValueError: An identifier or the config is invalid.
 
-        Runtime complexity: O(len(writes)) plus serializing them.
+        Runtime complexity: O(len(writes)) plus serializing them; plus, when
+        they happen, the eviction or expiry of other threads and the pruning of
+        a namespace (``engine.Store.put_writes``).
         """
         store = self.store
         try:
@@ -446,7 +465,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Ancestors that a surviving checkpoint needs to rebuild a ``DeltaChannel``
         are kept.
 
-        Runtime complexity: O(size of the threads holding those runs).
+        Runtime complexity: O(size of the threads holding those runs), with a
+        factor d * C for d delta channels and C channels per checkpoint
+        (``engine.lineage.required_ancestors``); each thread's runs recounted once.
         """
         self.store.delete_runs(normalize_ids("run_ids", run_ids))
 
@@ -459,7 +480,8 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         Raises:
             CheckpointCapacityError: The copy does not fit; nothing changed.
 
-        Runtime complexity: O(size of both threads).
+        Runtime complexity: O(s log s) for the s checkpoints of both threads
+        (the merged ids are sorted), plus evictions it makes room with.
         """
         source = normalize_id("source_thread_id", source_thread_id)
         target = normalize_id("target_thread_id", target_thread_id)
@@ -478,9 +500,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         its ``DeltaChannel`` values.
 
         Raises:
-            ValueError: Unknown strategy.
+            ValueError: Unknown strategy, an invalid thread id, or
+                ``thread_ids`` a lone string or not iterable; nothing changed.
 
-        Runtime complexity: O(size of the named threads).
+        Runtime complexity: O(size of the named threads), each thread's runs
+        recounted once.
         """
         if strategy not in PRUNE_STRATEGIES:
             raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")

@@ -402,3 +402,36 @@ def test_a_list_left_unfinished_still_announces_what_its_read_expired() -> None:
     next(listed)
     listed.close()  # the caller stops early
     assert announced == ["old"]
+
+
+def test_a_drop_queued_while_a_delivery_ends_is_still_delivered() -> None:
+    """A caller that does not wait for the turn (a sync call on a running loop) queues a drop just as the
+    delivery under way finds the queue empty: that delivery looks again after releasing its turn."""
+    from collections import deque
+
+    from engine.hooks import Announcements
+
+    seen: list[object] = []
+    announcements = Announcements(lambda record, export: seen.append(record))
+
+    class RacingQueue(deque):
+        armed = True
+
+        def __bool__(self) -> bool:
+            if not len(self) and RacingQueue.armed and seen:  # the delivery's last look at the queue
+                RacingQueue.armed = False
+
+                def late_caller() -> None:
+                    self.append(("late", None))
+                    announcements.deliver(wait=False)  # the turn is held: returns at once
+
+                caller = threading.Thread(target=late_caller)
+                caller.start()
+                caller.join()
+                return False  # the delivery under way already saw an empty queue
+            return bool(len(self))
+
+    announcements.queue = RacingQueue([("first", None)])
+    announcements.deliver()
+    assert seen == ["first", "late"]
+    assert not announcements.queue

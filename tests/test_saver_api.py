@@ -426,3 +426,32 @@ def test_prune_takes_the_agent_servers_delete_all_and_an_empty_list() -> None:
     assert ours.store.thread_ids() == ["b"]
     ours.prune(["b"], strategy="delete_all")
     assert ours.stats().threads == 0
+
+
+def test_prune_and_delete_for_runs_recount_a_threads_runs_once_however_many_namespaces(monkeypatch) -> None:
+    from engine import CheckpointRecord, Store, StoreLimits
+    from engine.thread import Thread
+
+    store = Store(StoreLimits.unbounded())
+    for index in range(20):
+        parent = None
+        for step in range(5):
+            checkpoint_id = f"{step:05d}"
+            record = CheckpointRecord.of(
+                checkpoint_id, parent, ("msgpack", b"x"), ("msgpack", b""), {}, run_id=f"run-{step}"
+            )
+            store.put_checkpoint("t", f"sub:{index}" if index else "", record, {})
+            parent = checkpoint_id
+    recounts = []
+    recount_runs = Thread.recount_runs
+    monkeypatch.setattr(Thread, "recount_runs", lambda thread: recounts.append(1) or recount_runs(thread))
+    store.delete_runs(["run-0"])
+    assert len(recounts) == 1
+    monkeypatch.undo()  # check() recounts too
+    store.check()  # the run index included
+    monkeypatch.setattr(Thread, "recount_runs", lambda thread: recounts.append(1) or recount_runs(thread))
+    store.prune(["t"], keep_latest=True)
+    assert len(recounts) == 2
+    monkeypatch.undo()
+    store.check()
+    assert sorted(store.runs) == ["run-4"]

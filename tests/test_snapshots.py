@@ -133,3 +133,20 @@ def test_inspect_prints_what_a_snapshot_holds(tmp_path: Path) -> None:
     path.write_bytes(b"garbage")
     shown = subprocess.run([sys.executable, "-m", "saver", "inspect", str(path)], capture_output=True, text=True)
     assert shown.returncode == 1 and "not a langgraph-checkpoint-bounded snapshot" in shown.stderr
+
+
+def test_an_import_backdated_past_the_thread_used_before_it_keeps_lru_order_and_expires() -> None:
+    clock = FakeClock()
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(idle_ttl_seconds=100), clock=clock)
+    put(saver, "a", {"n": 1})
+    exported = saver.export_thread("a")
+    saver.delete_thread("a")
+    put(saver, "b", {"n": 2})
+    clock.advance(10)
+    saver.store.import_thread(exported, idle_seconds=95)  # idler than "b": as idle as "b" instead
+    saver.store.check()
+    assert saver.store.thread_ids() == ["b", "a"]
+    assert saver.store.last_used("a") == saver.store.last_used("b")
+    clock.advance(91)  # both idle for 101 s
+    assert saver.purge_expired() == 2
+    assert saver.store.thread_ids() == []
