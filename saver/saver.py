@@ -66,7 +66,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
     copies LangGraph makes with ``with_allowlist()`` share it, lock included.
     Sync methods may be called from any thread.
 
-    The runtime costs the methods state leave out two things a call may add
+    The runtime costs stated by the methods leave out two things a call may add
     when they are due: the lazy expiry of idle threads (see ``engine.Store``),
     and handing the threads that call dropped to ``on_evict`` in the calling
     thread (the hook's cost per thread; see ``saver.announcing``).
