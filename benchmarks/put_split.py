@@ -5,7 +5,8 @@ as ``workload.ThreadWriter`` makes them), each round times, on fresh savers and 
 an order that rotates round to round:
 
 * ``stock put``: LangGraph's ``InMemorySaver.put``;
-* ``stock serialization``: the serializer calls and dict copies inside it, alone;
+* ``stock serialization``: the serializer calls and dict copies inside it, alone,
+  keeping what they make (as a saver does: freed buffers would be reused hot);
 * ``ours put``: ``BoundedInMemorySaver.put``;
 * ``ours encode``: its first half, ``saver.codec.encode_checkpoint`` (serialization
   and the record), with ``locate``;
@@ -49,15 +50,16 @@ def one_round(calls: list[Call], rotation: int) -> dict[str, float]:
     stock, ours, halves = SAVERS["stock"](), SAVERS["bounded"](), SAVERS["bounded"]()
     dumps = stock.serde.dumps_typed
     encoded: list[tuple[Any, ...]] = []
+    serialized: list[object] = []
 
     def stock_serialization(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
         skeleton = checkpoint.copy()
         values = skeleton.pop("channel_values")
         for channel in new_versions:
             if channel in values:
-                dumps(values[channel])
-        dumps(skeleton)
-        dumps(get_checkpoint_metadata(config, metadata))
+                serialized.append(dumps(values[channel]))
+        serialized.append(dumps(skeleton))
+        serialized.append(dumps(get_checkpoint_metadata(config, metadata)))
 
     def encode(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
         thread_id, namespace, parent_id = locate(config)
