@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langgraph.checkpoint.base import get_checkpoint_metadata
 from workload import SAVERS, ThreadWriter
 
-from saver import codec
+from saver import BoundedInMemorySaver, codec
 from saver.locations import locate
 
 Call = tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
@@ -46,7 +46,8 @@ def per_call_us(function: Callable[..., object], calls: Sequence[Sequence[Any]])
     return (time.perf_counter_ns() - start) / len(calls) / 1_000
 
 
-def one_round(calls: list[Call], rotation: int) -> dict[str, float]:
+def one_round(calls: list[Call], rotation: int) -> tuple[dict[str, float], BoundedInMemorySaver]:
+    """Microseconds per call of each part in one round, and the saver whose store the halves filled."""
     stock, ours, halves = SAVERS["stock"](), SAVERS["bounded"](), SAVERS["bounded"]()
     dumps = stock.serde.dumps_typed
     encoded: list[tuple[Any, ...]] = []
@@ -78,7 +79,7 @@ def one_round(calls: list[Call], rotation: int) -> dict[str, float]:
     order = head[rotation % 3 :] + head[: rotation % 3]
     order.insert(rotation % 4, halves_pair[0])
     order.insert(order.index(halves_pair[0]) + 1, halves_pair[1])
-    return {name: time_it() for name, time_it in order}
+    return {name: time_it() for name, time_it in order}, halves
 
 
 def main() -> None:
@@ -88,7 +89,7 @@ def main() -> None:
     options = parser.parse_args()
     writer = ThreadWriter(SAVERS["stock"](), "hot")
     calls = [writer.prepare() for _ in range(options.calls)]
-    rounds = [one_round(calls, rotation) for rotation in range(options.rounds)]
+    rounds = [one_round(calls, rotation)[0] for rotation in range(options.rounds)]
     names = list(rounds[0])
     print(f"median µs per put over {options.rounds} rounds of {options.calls} calls")
     for name in sorted(names):
