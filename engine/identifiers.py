@@ -129,9 +129,7 @@ def check_versions(store: Store, versions: tuple[object, ...]) -> None:
         if channel not in store.known_channels:
             admit_channel(store, channel)
         if type(version) not in (str, int, float):
-            raise ValueError(
-                f"version of channel {channel!r:.80} must be str, int or float, got {type(version).__name__}"
-            )
+            check_version(channel, version, store.limits)  # raises, naming the channel and the type
 
 
 def check_blob_keys(keys: object, limits: StoreLimits) -> None:

@@ -237,28 +237,27 @@ def remove_checkpoints(
     return any(record.run_id is not None for record in removed)
 
 
-def remove_namespace(store: Store, thread: Thread, namespace: str) -> bool:
-    """Remove a namespace of a stored thread whole, keeping every total.
+def remove_namespace(store: Store, thread: Thread, namespace: str, freed: Totals) -> bool:
+    """Remove a namespace of a stored thread whole, keeping every total with ``freed``, what
+    planning it counted (``policy.plan_namespaces``).
 
     Returns whether a removed checkpoint belonged to a run: then the caller
     calls ``reindex_runs`` once it has removed all it will from the thread.
 
-    Runtime complexity: O(size of the namespace) to recount what it frees.
+    Runtime complexity: O(checkpoints of the namespace) to look for runs.
     """
     space = thread.namespaces.pop(namespace)
-    freed = space.recount()
-    extra = memory.namespace_extra(space) + len(namespace)
     thread.nbytes -= freed.nbytes
     thread.checkpoints -= freed.checkpoints
     thread.writes -= freed.writes
     thread.blobs -= freed.blobs
-    thread.extra -= extra
+    thread.extra -= freed.extra
     store.nbytes -= freed.nbytes
     store.checkpoints -= freed.checkpoints
     store.writes -= freed.writes
     store.blobs -= freed.blobs
-    store.namespaces -= 1
-    store.extra -= extra
+    store.namespaces -= freed.namespaces
+    store.extra -= freed.extra
     if store.changed is not None:
         store.changed.add(thread.thread_id)
     return any(record.run_id is not None for record in space.records.values())

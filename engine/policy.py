@@ -216,17 +216,18 @@ class Pruning(NamedTuple):
     """What a write removes from its own thread to fit its limits, planned before anything changes.
 
     Attributes:
-        namespaces: Namespaces removed whole (``on_namespace_limit="prune_oldest"``).
+        namespaces: Namespaces removed whole (``on_namespace_limit="prune_oldest"``),
+            each with what removing it frees.
         removals: Oldest checkpoints removed per namespace (``on_checkpoint_limit="prune_oldest"``).
         freed: What all of it frees.
     """
 
-    namespaces: tuple[str, ...]
+    namespaces: dict[str, Totals]
     removals: dict[str, Removal]
     freed: Totals
 
 
-NO_PRUNING = Pruning((), {}, Totals())
+NO_PRUNING = Pruning({}, {}, Totals())
 
 _SUBGRAPHS = (
     "Namespaces come from subgraph calls: each call checkpoints under a namespace of its own "
@@ -280,7 +281,7 @@ def plan_namespaces(store: Store, thread: Thread) -> Pruning:
     freed = Totals(
         freed.nbytes, freed.checkpoints, freed.writes, freed.blobs, 1, memory.namespace_extra(space) + len(name)
     )
-    return Pruning((name,), {}, freed)
+    return Pruning({name: freed}, {}, freed)
 
 
 # --- writes that continue a dropped thread --------------------------------------------------------------------
@@ -414,8 +415,8 @@ def carry_out(store: Store, thread: Thread, pruning: Pruning) -> None:
     checkpoint belonged to one.
     """
     runs_changed = False
-    for name in pruning.namespaces:
-        runs_changed |= lineage.remove_namespace(store, thread, name)
+    for name, freed in pruning.namespaces.items():
+        runs_changed |= lineage.remove_namespace(store, thread, name, freed)
         store.pruned_namespaces += 1
     for name, removal in pruning.removals.items():
         runs_changed |= lineage.remove_checkpoints(store, thread, name, removal)
