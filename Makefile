@@ -9,10 +9,13 @@ SERVER_STAMP := $(SERVER_VENV)/.installed
 PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
 	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$candidate; break; }; done)
 
-.PHONY: install demo test lint soak bench bench-full bench-instructions bench-memory limits clean
+.PHONY: install install-server demo test lint typecheck soak bench bench-full bench-instructions bench-memory limits clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
-install: $(STAMP) $(SERVER_STAMP)
+# The project's venv (Python 3.11+). Only the fastapi-langgraph-server test needs the 3.12 venv, so only `make test` builds it.
+install: $(STAMP)
+
+install-server: $(SERVER_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +33,7 @@ $(SERVER_STAMP): pyproject.toml
 demo: install
 	$(BIN)/python examples/demo.py
 
-test: install
+test: install install-server
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -m "not slow"

@@ -42,8 +42,8 @@ def fill(limit_name: str, limit: int, size: int, trace: bool) -> dict[str, float
     sys.path.insert(0, str(HERE.parent))
     from langgraph.checkpoint.base.id import uuid6
 
-    from engine import StoreLimits
-    from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+    from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+    from langgraph.checkpoint.bounded.engine import StoreLimits
 
     limits = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000, limit_name: limit}
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(**limits))

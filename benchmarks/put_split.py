@@ -8,7 +8,7 @@ an order that rotates round to round:
 * ``stock serialization``: the serializer calls and dict copies inside it, alone,
   keeping what they make (as a saver does: freed buffers would be reused hot);
 * ``ours put``: ``BoundedInMemorySaver.put``;
-* ``ours encode``: its first half, ``saver.codec.encode_checkpoint`` (serialization
+* ``ours encode``: its first half, ``langgraph.checkpoint.bounded.codec.encode_checkpoint`` (serialization
   and the record), with ``locate``;
 * ``ours store``: its second half, ``engine.Store.put_checkpoint`` on the encoded records.
 
@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langgraph.checkpoint.base import get_checkpoint_metadata
 from workload import SAVERS, ThreadWriter
 
-from saver import BoundedInMemorySaver, codec
-from saver.locations import locate
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, codec
+from langgraph.checkpoint.bounded.locations import locate
 
 Call = tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
 

@@ -15,8 +15,8 @@ import time
 import pytest
 from workload import fill_cheap
 
-from engine.policy import EXPIRY_BUDGET, PURGE_BATCH
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine.policy import EXPIRY_BUDGET, PURGE_BATCH
 
 SIZES = [10_000, pytest.param(100_000, marks=pytest.mark.slow)]
 CALLS = 2_000

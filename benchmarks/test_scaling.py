@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from workload import IN_MEMORY, SAVERS, ThreadWriter, fill, fill_cheap, victim_setup
 
-from engine import KIB
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import KIB
 
 STORE_SIZES = [1_000, 10_000, pytest.param(100_000, marks=pytest.mark.slow)]
 THREAD_LENGTHS = [10, 100, 1_000, pytest.param(10_000, marks=pytest.mark.slow)]

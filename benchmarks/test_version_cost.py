@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import version_cost
 
-SLOW_PUT = '''
+SLOW_PUT = """
 
 # --- a throwaway change for benchmarks/test_version_cost.py: every put sleeps 200 µs ---
 import time as _time
@@ -30,7 +30,7 @@ def _slow_put_checkpoint(self, *args, **kwargs):
 
 
 Store.put_checkpoint = _slow_put_checkpoint
-'''
+"""
 
 
 @pytest.fixture(scope="module")

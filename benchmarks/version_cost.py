@@ -143,7 +143,10 @@ def compare(
 ) -> dict[str, list[float]]:
     """new / old of ours / stock, per operation, one value per round."""
     with tempfile.TemporaryDirectory() as scratch:
-        trees = {name: checkout(repository, revision, Path(scratch) / name) for name, revision in (("old", old), ("new", new))}
+        trees = {
+            name: checkout(repository, revision, Path(scratch) / name)
+            for name, revision in (("old", old), ("new", new))
+        }
         try:
             costs: dict[str, list[float]] = {"put": [], "put_writes": []}
             for round_number in range(rounds):

@@ -19,8 +19,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine import StoreLimits
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import StoreLimits
 
 UNBOUNDED = InMemoryCheckpointConfig(**vars(StoreLimits.unbounded()))
 

@@ -5,11 +5,11 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
-from engine.errors import CheckpointCapacityError, ThreadEvictedError
-from engine.export import NamespaceExport, ThreadExport
-from engine.limits import KIB, MIB, StoreLimits
-from engine.reads import CheckpointRef
-from engine.records import (
+from .errors import CheckpointCapacityError, ThreadEvictedError
+from .export import NamespaceExport, ThreadExport
+from .limits import KIB, MIB, StoreLimits
+from .reads import CheckpointRef
+from .records import (
     Blob,
     ChannelHistory,
     CheckpointRecord,
@@ -18,9 +18,9 @@ from engine.records import (
     Version,
     WriteRecord,
 )
-from engine.stats import StoreStats
-from engine.store import Store
-from engine.tombstones import DroppedThread
+from .stats import StoreStats
+from .store import Store
+from .tombstones import DroppedThread
 
 __all__ = [
     "KIB",

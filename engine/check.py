@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from engine import memory
-from engine.identifiers import KNOWN_CHANNELS
-from engine.totals import Totals
+from . import memory
+from .identifiers import KNOWN_CHANNELS
+from .totals import Totals
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 INVARIANTS = (
     "lru keys",  # every thread is filed under its own id

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.identifiers import check_blob_keys, check_identifier, check_namespace, check_version
-from engine.limits import StoreLimits
-from engine.namespace import Namespace
-from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, payload_size
+from .identifiers import check_blob_keys, check_identifier, check_namespace, check_version
+from .limits import StoreLimits
+from .namespace import Namespace
+from .records import Blob, BlobKey, CheckpointRecord, WriteRecord, payload_size
 
 
 class NamespaceExport(NamedTuple):

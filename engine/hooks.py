@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
 
-from engine.export import ThreadExport
-from engine.tombstones import DroppedThread
+from .export import ThreadExport
+from .tombstones import DroppedThread
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from engine.limits import StoreLimits
+from .limits import StoreLimits
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
 

@@ -20,14 +20,14 @@ from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from engine import identifiers, memory
-from engine.namespace import Namespace
-from engine.records import BlobKey, ChannelHistory, CheckpointRecord, Payload, WriteRecord, payload_size
-from engine.thread import Thread
-from engine.totals import Totals
+from . import identifiers, memory
+from .namespace import Namespace
+from .records import BlobKey, ChannelHistory, CheckpointRecord, Payload, WriteRecord, payload_size
+from .thread import Thread
+from .totals import Totals
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 # --- walks -------------------------------------------------------------------------------------------------
 

@@ -24,14 +24,14 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine.namespace import Namespace
-from engine.records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
-from engine.thread import Thread
-from engine.tombstones import DroppedThread, Tombstones
+from .namespace import Namespace
+from .records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
+from .thread import Thread
+from .tombstones import DroppedThread, Tombstones
 
 if TYPE_CHECKING:
-    from engine.policy import Pruning
-    from engine.store import Store
+    from .policy import Pruning
+    from .store import Store
 
 _SIZES = (8, 64, 512, 4096)  # dictionary sizes averaged over: a namespace's entries up to a big store's
 

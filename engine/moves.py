@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from engine import identifiers, memory, policy
-from engine.export import NamespaceExport, ThreadExport, checked_namespace
-from engine.namespace import Namespace
-from engine.thread import Thread
+from . import identifiers, memory, policy
+from .export import NamespaceExport, ThreadExport, checked_namespace
+from .namespace import Namespace
+from .thread import Thread
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 
 def export(thread: Thread) -> ThreadExport:

@@ -12,7 +12,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
-from engine.records import (
+from .records import (
     Blob,
     BlobKey,
     CheckpointRecord,
@@ -23,7 +23,7 @@ from engine.records import (
     make_view,
     payload_size,
 )
-from engine.totals import Totals
+from .totals import Totals
 
 _NO_BLOBS: Mapping[BlobKey, Blob] = {}
 

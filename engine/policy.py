@@ -13,17 +13,17 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from engine import identifiers, lineage, memory, moves
-from engine.errors import CheckpointCapacityError, ThreadEvictedError
-from engine.lineage import Removal, plan_removal
-from engine.namespace import EMPTY_NAMESPACE, Namespace
-from engine.records import Blob, BlobKey, CheckpointRecord
-from engine.thread import Thread
-from engine.tombstones import DroppedThread
-from engine.totals import Totals
+from . import identifiers, lineage, memory, moves
+from .errors import CheckpointCapacityError, ThreadEvictedError
+from .lineage import Removal, plan_removal
+from .namespace import EMPTY_NAMESPACE, Namespace
+from .records import Blob, BlobKey, CheckpointRecord
+from .thread import Thread
+from .tombstones import DroppedThread
+from .totals import Totals
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 EXPIRY_BUDGET = 4
 """Idle threads an operation removes from the front of the LRU order, besides the one it touches."""

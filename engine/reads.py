@@ -12,12 +12,12 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from engine import identifiers, lineage, policy
-from engine.namespace import EMPTY_NAMESPACE
-from engine.records import ChannelHistory, CheckpointRecord, CheckpointView
+from . import identifiers, lineage, policy
+from .namespace import EMPTY_NAMESPACE
+from .records import ChannelHistory, CheckpointRecord, CheckpointView
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from .store import Store
 
 
 class CheckpointRef(NamedTuple):

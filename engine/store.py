@@ -26,15 +26,15 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
-from engine import check, identifiers, lineage, memory, moves, policy, reads
-from engine.export import ThreadExport
-from engine.hooks import Announcements, DropHook
-from engine.limits import StoreLimits
-from engine.namespace import EMPTY_NAMESPACE, Namespace
-from engine.records import Blob, BlobKey, CheckpointRecord, CheckpointView, WriteRecord
-from engine.stats import StoreStats
-from engine.thread import Thread
-from engine.tombstones import Tombstones
+from . import check, identifiers, lineage, memory, moves, policy, reads
+from .export import ThreadExport
+from .hooks import Announcements, DropHook
+from .limits import StoreLimits
+from .namespace import EMPTY_NAMESPACE, Namespace
+from .records import Blob, BlobKey, CheckpointRecord, CheckpointView, WriteRecord
+from .stats import StoreStats
+from .thread import Thread
+from .tombstones import Tombstones
 
 _MISSING = object()
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.namespace import Namespace
-from engine.totals import Totals
+from .namespace import Namespace
+from .totals import Totals
 
 
 class Thread:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from engine.records import text_size
+from .records import text_size
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from typing import Annotated, TypedDict
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import END, START, StateGraph
 
-from engine import KIB
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import KIB
 
 THREADS = 300
 TURNS = 4

@@ -1,19 +1,50 @@
 """A bounded, drop-in in-memory checkpointer for LangGraph.
 
 ```python
-from saver import InMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
 
-checkpointer = InMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
+checkpointer = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
 graph = builder.compile(checkpointer=checkpointer)
 ```
+
+The names below are loaded when first used, so that importing the storage engine
+(``langgraph.checkpoint.bounded.engine``, which never imports LangGraph) does not
+load LangGraph either.
 """
 
-from engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
-from saver.config import InMemoryCheckpointConfig
-from saver.payload_tags import PayloadTagError
-from saver.saver import BoundedInMemorySaver, InMemorySaver
-from saver.snapshot import LoadReport, SnapshotError
-from saver.transfer import copy_threads
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import InMemoryCheckpointConfig
+    from .engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
+    from .payload_tags import PayloadTagError
+    from .saver import BoundedInMemorySaver, InMemorySaver
+    from .snapshot import LoadReport, SnapshotError
+    from .transfer import copy_threads
+
+try:
+    __version__ = version("langgraph-checkpoint-bounded")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+_EXPORTS = {
+    "BoundedInMemorySaver": ".saver",
+    "CheckpointCapacityError": ".engine",
+    "DroppedThread": ".engine",
+    "InMemoryCheckpointConfig": ".config",
+    "InMemorySaver": ".saver",
+    "LoadReport": ".snapshot",
+    "PayloadTagError": ".payload_tags",
+    "SnapshotError": ".snapshot",
+    "StoreStats": ".engine",
+    "ThreadEvictedError": ".engine",
+    "ThreadExport": ".engine",
+    "copy_threads": ".transfer",
+}
 
 __all__ = [
     "BoundedInMemorySaver",
@@ -27,5 +58,20 @@ __all__ = [
     "StoreStats",
     "ThreadEvictedError",
     "ThreadExport",
+    "__version__",
     "copy_threads",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name from its module at first use (PEP 562). Runtime complexity: O(1) after the first."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -27,7 +27,7 @@ from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 
-from engine.hooks import Announcements, delivering
+from .engine.hooks import Announcements, delivering
 
 deferred: ContextVar[bool] = ContextVar("deferred", default=False)
 """Set by an async method around the sync call it makes: that call leaves its announcements to it."""

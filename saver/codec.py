@@ -22,8 +22,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
-from engine.records import make_checkpoint_record, make_write_record
+from .engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from .engine.records import make_checkpoint_record, make_write_record
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""

@@ -6,8 +6,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine import KIB, DroppedThread, StoreLimits, ThreadExport
-from saver.snapshot import SnapshotKey, signing_key
+from .engine import KIB, DroppedThread, StoreLimits, ThreadExport
+from .snapshot import SnapshotKey, signing_key
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Prometheus metrics of a saver, read from ``stats()`` and ``config`` when scraped.
 
 ```python
-from saver.metrics import register_metrics
+from langgraph.checkpoint.bounded.metrics import register_metrics
 
 register_metrics(checkpointer)  # the default registry: what prometheus_client.generate_latest() serves
 ```
@@ -38,7 +38,7 @@ from weakref import WeakKeyDictionary
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
-from saver.saver import BoundedInMemorySaver
+from .saver import BoundedInMemorySaver
 
 PREFIX = "langgraph_checkpoint_bounded_"
 STATS_NOT_EXPORTED = {  # StoreStats fields with no metric of their own, and why

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
+from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
 PICKLE = "pickle"
 _ENCRYPTED_SEPARATOR = "+"

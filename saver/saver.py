@@ -26,7 +26,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from engine import (
+from . import announcing, codec, payload_tags, snapshot
+from .background import Periodic
+from .config import InMemoryCheckpointConfig
+from .engine import (
     ChannelHistory,
     CheckpointCapacityError,
     CheckpointRef,
@@ -36,10 +39,7 @@ from engine import (
     StoreStats,
     ThreadExport,
 )
-from saver import announcing, codec, payload_tags, snapshot
-from saver.background import Periodic
-from saver.config import InMemoryCheckpointConfig
-from saver.locations import (
+from .locations import (
     checkpoint_id_of,
     configurable,
     locate,
@@ -47,8 +47,8 @@ from saver.locations import (
     normalize_id,
     normalize_ids,
 )
-from saver.offload import rough_size
-from saver.snapshot import LoadReport
+from .offload import rough_size
+from .snapshot import LoadReport
 
 PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the Agent Server's name for "delete"
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock

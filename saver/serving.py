@@ -42,9 +42,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from functools import cache
 
-from saver.config import InMemoryCheckpointConfig
-from saver.saver import BoundedInMemorySaver
-from saver.snapshot import SnapshotError
+from langgraph.checkpoint.bounded.config import InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded.snapshot import SnapshotError
 
 logger = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ def reset_shared_saver() -> None:
             return
         saver.close()
         if _metrics_available():
-            from saver.metrics import unregister_metrics
+            from langgraph.checkpoint.bounded.metrics import unregister_metrics
 
             unregister_metrics(saver)
 
@@ -386,7 +386,7 @@ def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
     else:
         saver = BoundedInMemorySaver(config=config)
     if _metrics_available():
-        from saver.metrics import register_metrics
+        from langgraph.checkpoint.bounded.metrics import register_metrics
 
         register_metrics(saver)
     return saver
@@ -396,7 +396,12 @@ def _metrics_available() -> bool:
     return importlib.util.find_spec("prometheus_client") is not None
 
 
-if __name__ != "saver.serving":  # pragma: no cover - loaded by file path ("./.../saver/serving.py:checkpointer")
+if __name__ != "langgraph.checkpoint.bounded.serving":  # pragma: no cover - loaded by path (".../serving.py:x")
     # A loader that runs this file as a module of another name would give the process a second saver:
     # hand out the package module's one instead.
-    from saver.serving import checkpointer, config_from_env, reset_shared_saver, shared_saver  # noqa: F401
+    from langgraph.checkpoint.bounded.serving import (  # noqa: F401
+        checkpointer,
+        config_from_env,
+        reset_shared_saver,
+        shared_saver,
+    )

@@ -54,7 +54,7 @@ from typing import Any
 
 import ormsgpack
 
-from engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
+from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
 MAGIC = b"LGCBSNAP"
 FORMAT_VERSION = 2

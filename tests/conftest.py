@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
 
 settings.register_profile(
     "ci",

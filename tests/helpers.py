@@ -9,8 +9,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from engine import Store
-from saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
+from langgraph.checkpoint.bounded.engine import Store
 
 
 def make_checkpoint(

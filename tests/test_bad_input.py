@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
 from tests.helpers import config, fingerprint, make_checkpoint, put
 
 LONG = "x" * 10_000

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.conftest import FakeClock
 from tests.helpers import config, fingerprint, make_checkpoint, put
 

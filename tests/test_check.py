@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from engine import Store, StoreLimits
-from engine.check import INVARIANTS
-from engine.records import CheckpointRecord, WriteRecord
-from engine.tombstones import DroppedThread
+from langgraph.checkpoint.bounded.engine import Store, StoreLimits
+from langgraph.checkpoint.bounded.engine.check import INVARIANTS
+from langgraph.checkpoint.bounded.engine.records import CheckpointRecord, WriteRecord
+from langgraph.checkpoint.bounded.engine.tombstones import DroppedThread
 from tests.conftest import FakeClock
 
 

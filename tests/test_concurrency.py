@@ -15,8 +15,13 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import START, StateGraph
 
-from engine import KIB
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig, ThreadEvictedError
+from langgraph.checkpoint.bounded import (
+    BoundedInMemorySaver,
+    CheckpointCapacityError,
+    InMemoryCheckpointConfig,
+    ThreadEvictedError,
+)
+from langgraph.checkpoint.bounded.engine import KIB
 from tests.helpers import config, put
 
 WORKERS = 8

@@ -7,7 +7,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 
 
 @checkpointer_test(name="BoundedInMemorySaver")

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
 from tests.graphs import SCENARIOS, Runner
 
 DURABILITIES = ["sync", "async", "exit"]

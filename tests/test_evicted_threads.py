@@ -9,7 +9,12 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.graph import START, StateGraph
 
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig, ThreadEvictedError
+from langgraph.checkpoint.bounded import (
+    BoundedInMemorySaver,
+    CheckpointCapacityError,
+    InMemoryCheckpointConfig,
+    ThreadEvictedError,
+)
 from tests.conftest import FakeClock, make_saver
 from tests.helpers import config, fingerprint, put
 

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from saver import BoundedInMemorySaver, CheckpointCapacityError, DroppedThread, InMemoryCheckpointConfig, ThreadExport
+from langgraph.checkpoint.bounded import (
+    BoundedInMemorySaver,
+    CheckpointCapacityError,
+    DroppedThread,
+    InMemoryCheckpointConfig,
+    ThreadExport,
+)
 from tests.conftest import FakeClock
 from tests.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, interrupt_and_resume
 from tests.helpers import config, fingerprint, make_checkpoint, put
@@ -298,7 +304,7 @@ def test_an_async_hook_that_fails_is_counted_not_raised() -> None:
 
 
 def test_import_skips_empty_namespaces_and_refuses_a_write_index_that_is_not_an_int() -> None:
-    from engine import NamespaceExport, WriteRecord
+    from langgraph.checkpoint.bounded.engine import NamespaceExport, WriteRecord
 
     saver = BoundedInMemorySaver()
     saver.import_thread(ThreadExport("t", {"": NamespaceExport((), {}, {})}))
@@ -409,7 +415,7 @@ def test_a_drop_queued_while_a_delivery_ends_is_still_delivered() -> None:
     delivery under way finds the queue empty: that delivery looks again after releasing its turn."""
     from collections import deque
 
-    from engine.hooks import Announcements
+    from langgraph.checkpoint.bounded.engine.hooks import Announcements
 
     seen: list[object] = []
     announcements = Announcements(lambda record, export: seen.append(record))

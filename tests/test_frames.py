@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import engine
-import saver
-from saver import BoundedInMemorySaver
+import langgraph.checkpoint.bounded as saver
+import langgraph.checkpoint.bounded.engine as engine
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 from tests.helpers import config, make_checkpoint
 
 OURS = (str(Path(engine.__file__).parent), str(Path(saver.__file__).parent))

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from engine import KIB
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import KIB
 from tests.conftest import FakeClock, make_saver
 from tests.helpers import config, fingerprint, make_checkpoint, put
 

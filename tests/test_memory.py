@@ -21,8 +21,8 @@ import pytest
 from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
-from engine import KIB, MIB, StoreLimits, memory
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import KIB, MIB, StoreLimits, memory
 from tests.conftest import FakeClock
 from tests.helpers import config, fingerprint, make_checkpoint, put
 

@@ -1,4 +1,4 @@
-"""saver.metrics: what a scrape shows, under Prometheus names, and registration rules."""
+"""langgraph.checkpoint.bounded.metrics: what a scrape shows, under Prometheus names, and registration rules."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine import StoreStats
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
-from saver.metrics import PREFIX, STATS_NOT_EXPORTED, SaverCollector, register_metrics, unregister_metrics
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import StoreStats
+from langgraph.checkpoint.bounded.metrics import (
+    PREFIX,
+    STATS_NOT_EXPORTED,
+    SaverCollector,
+    register_metrics,
+    unregister_metrics,
+)
 from tests.conftest import FakeClock
 from tests.helpers import put
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from engine import KIB, CheckpointCapacityError
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import KIB, CheckpointCapacityError
 from tests import strategies as S
 from tests.conftest import FakeClock
 from tests.helpers import config, fingerprint

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from engine import StoreLimits
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import StoreLimits
 from tests import strategies as S
 from tests.helpers import config
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from engine import Store, StoreLimits
-from engine.lineage import carry_out, plan_removal
-from engine.namespace import Namespace
-from engine.records import CheckpointRecord
+from langgraph.checkpoint.bounded.engine import Store, StoreLimits
+from langgraph.checkpoint.bounded.engine.lineage import carry_out, plan_removal
+from langgraph.checkpoint.bounded.engine.namespace import Namespace
+from langgraph.checkpoint.bounded.engine.records import CheckpointRecord
 
 # Few distinct ids, so that replacing, removing and inserting between stored ids all happen often.
 ids = st.sampled_from([f"id-{n:02d}" for n in range(24)])

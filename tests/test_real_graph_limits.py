@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.graphs import Runner, describe, extend, thread
 from tests.helpers import fingerprint
 

@@ -10,7 +10,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import START, StateGraph
 
-from saver import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.conftest import make_saver
 from tests.graphs import extend
 from tests.helpers import config, fingerprint, make_checkpoint, put

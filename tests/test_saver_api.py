@@ -17,8 +17,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, StateGraph
 
-from saver import BoundedInMemorySaver
-from saver.saver import LIST_BATCH
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
+from langgraph.checkpoint.bounded.saver import LIST_BATCH
 from tests.graphs import Runner, delta_channel_conversation, delta_graph, extend
 from tests.helpers import config, make_checkpoint, put
 
@@ -255,7 +255,7 @@ STRICT_SCRIPT = """
 import operator
 from typing import Annotated, TypedDict
 from langgraph.graph import StateGraph, START
-from saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 
 class State(TypedDict):
     log: Annotated[list, operator.add]
@@ -367,7 +367,7 @@ def test_context_managers_return_the_saver() -> None:
 
 
 def test_engine_limits_are_accepted_as_the_config() -> None:
-    from engine import StoreLimits
+    from langgraph.checkpoint.bounded.engine import StoreLimits
 
     ours = BoundedInMemorySaver(config=StoreLimits(max_threads=5))
     assert ours.config.max_threads == 5 and ours.config.async_offload_bytes == 64 * 1024
@@ -429,8 +429,8 @@ def test_prune_takes_the_agent_servers_delete_all_and_an_empty_list() -> None:
 
 
 def test_prune_and_delete_for_runs_recount_a_threads_runs_once_however_many_namespaces(monkeypatch) -> None:
-    from engine import CheckpointRecord, Store, StoreLimits
-    from engine.thread import Thread
+    from langgraph.checkpoint.bounded.engine import CheckpointRecord, Store, StoreLimits
+    from langgraph.checkpoint.bounded.engine.thread import Thread
 
     store = Store(StoreLimits.unbounded())
     for index in range(20):

@@ -5,7 +5,7 @@ stands in for ``os.system``) with a valid checksum, which anyone who can write
 the file can recompute. These tests show what it does without protection, that
 a ``snapshot_key`` refuses it at ``load``, what LangGraph's strict msgpack mode
 does with it, that payload tags are checked wherever serialized state comes in,
-and that ``python -m saver inspect`` never deserializes a payload.
+and that ``langgraph-bounded inspect`` never deserializes a payload.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine import NamespaceExport, ThreadExport, WriteRecord
-from saver import (
+from langgraph.checkpoint.bounded import (
     BoundedInMemorySaver,
     InMemoryCheckpointConfig,
     PayloadTagError,
@@ -37,8 +36,9 @@ from saver import (
     copy_threads,
     snapshot,
 )
-from saver.__main__ import main as saver_main
-from saver.payload_tags import allows_pickle, base_type, payloads
+from langgraph.checkpoint.bounded.__main__ import main as saver_main
+from langgraph.checkpoint.bounded.engine import NamespaceExport, ThreadExport, WriteRecord
+from langgraph.checkpoint.bounded.payload_tags import allows_pickle, base_type, payloads
 from tests.helpers import config, fingerprint, put
 from tests.tripwire import TRIPPED, Opaque, constructor_payload, pickle_payload
 
@@ -107,7 +107,7 @@ def payload_tags_of(saver: BoundedInMemorySaver, thread_id: str) -> set[object]:
 ATTACK_SCRIPT = """
 import sys
 from pathlib import Path
-from saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 
 path, marker = sys.argv[1], Path(sys.argv[2])
 saver = BoundedInMemorySaver.load(path)
@@ -548,7 +548,7 @@ def test_inspect_of_a_tampered_file_runs_no_constructor(tmp_path: Path) -> None:
     data = tampered(data, pickle_payload(marker), thread_id="bystander")
     path.write_bytes(data)
     shown = subprocess.run(
-        [sys.executable, "-m", "saver", "inspect", str(path)],
+        [sys.executable, "-m", "langgraph.checkpoint.bounded", "inspect", str(path)],
         cwd=REPOSITORY,  # the payloads' module is importable: had inspect deserialized them, they would run
         env={**os.environ, "LANGGRAPH_STRICT_MSGPACK": "false"},
         capture_output=True,

@@ -1,4 +1,4 @@
-"""saver.serving: BOUNDED_SAVER_* variables, and one saver per process however it is entered."""
+"""langgraph.checkpoint.bounded.serving: BOUNDED_SAVER_* variables, and one saver per process however it is entered."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from typing import Optional
 import pytest
 from prometheus_client import REGISTRY
 
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig, SnapshotError, serving
-from saver.serving import (
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig, SnapshotError, serving
+from langgraph.checkpoint.bounded.serving import (
     ENV_PREFIX,
     ServingConfigError,
     checkpointer,
@@ -326,7 +326,8 @@ def test_the_module_run_from_its_file_hands_out_the_package_module_s_saver(envir
 def test_the_saver_is_saved_at_interpreter_exit(tmp_path: Path) -> None:
     path = tmp_path / "state.snapshot"
     script = (
-        "from saver.serving import shared_saver\nfrom tests.helpers import put\nput(shared_saver(), 't', {'n': 1})\n"
+        "from langgraph.checkpoint.bounded.serving import shared_saver\n"
+        "from tests.helpers import put\nput(shared_saver(), 't', {'n': 1})\n"
     )
     env = {**os.environ, "BOUNDED_SAVER_AUTOSAVE_PATH": str(path)}
     env["BOUNDED_SAVER_AUTOSAVE_INTERVAL_SECONDS"] = "3600"

@@ -1,8 +1,8 @@
 """The process-wide saver behind fastapi-langgraph-server, against that server's own saver, over HTTP.
 
 fastapi-langgraph-server needs Python 3.12+, so both apps run under uvicorn from the venv that
-``make install`` builds for it (``.venv-fastapi-server``; ``FASTAPI_SERVER_PYTHON`` overrides): ours is
-``examples/serving/fastapi_app.py`` with ``BOUNDED_SAVER_*`` limits, the other the same graph on the
+``make test`` builds for it (``make install-server``: ``.venv-fastapi-server``; ``FASTAPI_SERVER_PYTHON``
+overrides): ours is ``examples/serving/fastapi_app.py`` with ``BOUNDED_SAVER_*`` limits, the other the same graph on the
 package's ``InMemorySaver`` with the same limits. The same calls must get the same answers, but for
 ids and times.
 """
@@ -55,7 +55,7 @@ def uvicorn(name: str, app: str, app_dir: Path, folder: Path, env: dict[str, str
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Both apps, started together; their base URLs by name."""
     if not SERVER_PYTHON.exists():
-        pytest.fail(f"{SERVER_PYTHON} is missing: `make install` builds the Python 3.12 venv this test serves from")
+        pytest.fail(f"{SERVER_PYTHON} is missing: `make install-server` (in `make test`) builds this test's 3.12 venv")
     folder = tmp_path_factory.mktemp("fastapi-servers")
     (folder / "stock_app.py").write_text(STOCK_APP)
     ours_env = {f"BOUNDED_SAVER_{name.upper()}": str(limit) for name, limit in LIMITS.items()}

@@ -1,8 +1,8 @@
 """The saver behind LangGraph's Agent Server: `langgraph dev` (langgraph-api, in-memory runtime), for real.
 
 One server per module, on a free loopback port, started from ``examples/serving`` (its
-``langgraph.json`` names ``saver.serving.checkpointer``) with small limits from ``BOUNDED_SAVER_*``
-variables, and driven with langgraph-sdk.
+``langgraph.json`` names ``langgraph.checkpoint.bounded.serving.checkpointer``) with small limits from
+``BOUNDED_SAVER_*`` variables, and driven with langgraph-sdk.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from saver import BoundedInMemorySaver
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 from tests.servers import ROOT, ServerProcess, free_port, scrape, server_environment, venv_bin
 
 EXAMPLE = ROOT / "examples" / "serving"
@@ -238,26 +238,26 @@ LOADER = textwrap.dedent(
     """
     import sys
     from langgraph_api._checkpointer._adapter import _load_checkpointer
-    import saver.serving
+    from langgraph.checkpoint.bounded import serving
     for path in sys.argv[1:]:
         try:
             found = _load_checkpointer(path)
         except Exception as error:
             print(path, "fails:", type(error).__name__)
         else:
-            print(path, "loads the factory" if found is saver.serving.checkpointer else f"loads {found!r}")
+            print(path, "loads the factory" if found is serving.checkpointer else f"loads {found!r}")
     """
 )
 
 
 def test_which_langgraph_json_path_forms_load_the_factory(tmp_path: Path) -> None:
     """Asks langgraph-api's own loader (the function `langgraph dev` calls) about each path form."""
-    (tmp_path / "my_checkpointer.py").write_text("from saver.serving import checkpointer\n")
+    (tmp_path / "my_checkpointer.py").write_text("from langgraph.checkpoint.bounded.serving import checkpointer\n")
     forms = [
-        "saver.serving.checkpointer",  # dotted: imported as a module, then the attribute
+        "langgraph.checkpoint.bounded.serving.checkpointer",  # dotted: imported as a module, then the attribute
         "./my_checkpointer.py:checkpointer",  # a file of your own that re-exports it
         f"{ROOT / 'saver' / 'serving.py'}:checkpointer",  # the module's file: run under another name
-        "saver.serving:checkpointer",  # what langgraph-cli's schema suggests: split at the last dot, fails
+        "langgraph.checkpoint.bounded.serving:checkpointer",  # as langgraph-cli's schema suggests: fails
     ]
     # Importing langgraph_api reads the settings `langgraph dev` would set; these are its in-memory ones.
     env = server_environment({"REDIS_URI": "fake", "DATABASE_URI": ":memory:", "MIGRATIONS_PATH": "__inmem"})
@@ -271,8 +271,8 @@ def test_which_langgraph_json_path_forms_load_the_factory(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "saver.serving.checkpointer loads the factory",
+        "langgraph.checkpoint.bounded.serving.checkpointer loads the factory",
         "./my_checkpointer.py:checkpointer loads the factory",
         f"{ROOT / 'saver' / 'serving.py'}:checkpointer loads the factory",
-        "saver.serving:checkpointer fails: ValueError",
+        "langgraph.checkpoint.bounded.serving:checkpointer fails: ValueError",
     ]

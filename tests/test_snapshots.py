@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from saver import BoundedInMemorySaver, InMemoryCheckpointConfig, SnapshotError
-from saver.snapshot import MAGIC
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig, SnapshotError
+from langgraph.checkpoint.bounded.snapshot import MAGIC
 from tests.conftest import FakeClock
 from tests.graphs import Runner, approval_graph, interrupt_and_resume
 from tests.helpers import config, put
@@ -122,17 +122,31 @@ def test_autosave_writes_on_close_and_restores(tmp_path: Path) -> None:
     assert restored.store.thread_ids() == ["kept"]
 
 
+CONSOLE_SCRIPT = Path(sys.executable).parent / "langgraph-bounded"  # installed with the package
+
+
 def test_inspect_prints_what_a_snapshot_holds(tmp_path: Path) -> None:
     path = tmp_path / "store.snapshot"
     stocked(FakeClock()).save(path)
-    shown = subprocess.run(
-        [sys.executable, "-m", "saver", "inspect", str(path), "--top", "2"], capture_output=True, text=True
-    )
-    assert shown.returncode == 0, shown.stderr
-    assert "threads      4" in shown.stdout and "top 2 threads by bytes" in shown.stdout and "approval" in shown.stdout
+    for command in ([sys.executable, "-m", "langgraph.checkpoint.bounded"], [str(CONSOLE_SCRIPT)]):
+        shown = subprocess.run([*command, "inspect", str(path), "--top", "2"], capture_output=True, text=True)
+        assert shown.returncode == 0, shown.stderr
+        assert (
+            "threads      4" in shown.stdout and "top 2 threads by bytes" in shown.stdout and "approval" in shown.stdout
+        )
     path.write_bytes(b"garbage")
-    shown = subprocess.run([sys.executable, "-m", "saver", "inspect", str(path)], capture_output=True, text=True)
-    assert shown.returncode == 1 and "not a langgraph-checkpoint-bounded snapshot" in shown.stderr
+    for command in ([sys.executable, "-m", "langgraph.checkpoint.bounded"], [str(CONSOLE_SCRIPT)]):
+        shown = subprocess.run([*command, "inspect", str(path)], capture_output=True, text=True)
+        assert shown.returncode == 1 and "not a langgraph-checkpoint-bounded snapshot" in shown.stderr
+
+
+def test_the_command_shows_its_help_and_version() -> None:
+    from langgraph.checkpoint.bounded import __version__
+
+    shown = subprocess.run([str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "usage: langgraph-bounded" in shown.stdout and "inspect" in shown.stdout
+    shown = subprocess.run([str(CONSOLE_SCRIPT), "--version"], capture_output=True, text=True)
+    assert shown.stdout.strip() == f"langgraph-bounded {__version__}"
 
 
 def test_an_import_backdated_past_the_thread_used_before_it_keeps_lru_order_and_expires() -> None:

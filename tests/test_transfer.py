@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from saver import BoundedInMemorySaver, copy_threads
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, copy_threads
 from tests.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, nested_graph
 
 

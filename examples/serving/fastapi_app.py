@@ -12,7 +12,7 @@ from fastapi_langgraph_server import AssistantConfig, StandaloneAppConfig, creat
 from graph import build_graph
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from saver.serving import shared_saver
+from langgraph.checkpoint.bounded.serving import shared_saver
 
 assistant = AssistantConfig(
     assistant_id="agent", graph_id="agent", name="Review", checkpointed_graph_factory=build_graph
