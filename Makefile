@@ -13,14 +13,24 @@ PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcar
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 # The project's venv (Python 3.11+). Only the fastapi-langgraph-server test needs the 3.12 venv, so only `make test` builds it.
+# The package is installed editable in setuptools' strict mode: a tree of links to saver/, engine/ and examples/ under
+# build/, laid out as installed (langgraph/checkpoint/bounded/...), which type checkers and editors can read. A module
+# added or removed needs the tree made again: `make install` does it whenever the list of files changed.
+PACKAGE_FILES := $(VENV)/.package-files
 install: $(STAMP)
+	@ls saver/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
+	@cmp -s $(PACKAGE_FILES).now $(PACKAGE_FILES) || { \
+		$(BIN)/python -m pip install --quiet --no-deps -e . --config-settings editable_mode=strict && \
+		mv $(PACKAGE_FILES).now $(PACKAGE_FILES); }
+	@rm -f $(PACKAGE_FILES).now
 
 install-server: $(SERVER_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,bench,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[test,bench,dev]" --config-settings editable_mode=strict
+	rm -f $(PACKAGE_FILES)
 	touch $(STAMP)
 
 $(SERVER_STAMP): pyproject.toml
@@ -41,6 +51,11 @@ test: install install-server
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# mypy --strict and pyright on the package as installed, and on the README's Python examples as a user's script
+# (tests/test_typing.py, also part of `make test`).
+typecheck: install
+	$(BIN)/python -m pytest -p no:cacheprovider tests/test_typing.py
 
 # Long random property runs (not in CI): HYPOTHESIS_PROFILE=soak, every test marked slow included.
 soak: install
@@ -69,4 +84,4 @@ bench-instructions: install
 	$(BIN)/python benchmarks/instruction_counts.py
 
 clean:
-	rm -rf $(VENV) $(SERVER_VENV) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(SERVER_VENV) .pytest_cache .hypothesis .benchmarks build

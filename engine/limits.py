@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
 
 KIB = 1024
 MIB = 1024 * KIB
-CHECKPOINT_LIMIT_POLICIES = ("reject", "prune_oldest")
-NAMESPACE_LIMIT_POLICIES = ("reject", "prune_oldest")
+
+LimitPolicy = Literal["reject", "prune_oldest"]
+"""What a per-thread limit does when a write would pass it: refuse the write, or drop the oldest."""
+
+CHECKPOINT_LIMIT_POLICIES: tuple[LimitPolicy, ...] = get_args(LimitPolicy)
+NAMESPACE_LIMIT_POLICIES: tuple[LimitPolicy, ...] = get_args(LimitPolicy)
+
+COUNT = "int | float"
+"""The annotation of a count or a byte size: a whole number, or ``math.inf`` to lift the limit."""
+
+SECONDS = "float"
+"""The annotation of a duration: a positive number of seconds, or ``math.inf``."""
 
 
 @dataclass(frozen=True)
@@ -32,25 +43,25 @@ class StoreLimits:
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
-    max_threads: int = 1_000  # threads; a new one evicts the least recently used
-    max_namespaces_per_thread: int = 16  # namespaces; one more is rejected
-    max_checkpoints_per_thread: int = 1_000  # checkpoints, all namespaces; one more is rejected
-    max_checkpoint_bytes: int = 1 * MIB  # bytes of one checkpoint's whole state
-    max_pending_write_bytes: int = 512 * KIB  # bytes of one put_writes batch
-    max_total_bytes: int = 64 * MIB  # bytes of every thread; evicts LRU threads, then rejects
-    max_memory_bytes: int = math.inf  # type: ignore[assignment]  # bytes of heap (stats().memory_bytes); as above
-    max_identifier_length: int = 256  # characters per id, or per namespace segment
-    max_namespace_depth: int = 32  # segments in one namespace path (nested subgraphs)
-    max_dropped_thread_records: int = 1_000  # evicted/expired threads remembered so their late writes fail loudly
-    on_checkpoint_limit: str = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints to make room
-    on_namespace_limit: str = "reject"  # or "prune_oldest": drop a thread's oldest completed subgraph namespaces
+    max_threads: int | float = 1_000  # threads; a new one evicts the least recently used
+    max_namespaces_per_thread: int | float = 16  # namespaces; one more is rejected
+    max_checkpoints_per_thread: int | float = 1_000  # checkpoints, all namespaces; one more is rejected
+    max_checkpoint_bytes: int | float = 1 * MIB  # bytes of one checkpoint's whole state
+    max_pending_write_bytes: int | float = 512 * KIB  # bytes of one put_writes batch
+    max_total_bytes: int | float = 64 * MIB  # bytes of every thread; evicts LRU threads, then rejects
+    max_memory_bytes: int | float = math.inf  # bytes of heap (stats().memory_bytes); as above
+    max_identifier_length: int | float = 256  # characters per id, or per namespace segment
+    max_namespace_depth: int | float = 32  # segments in one namespace path (nested subgraphs)
+    max_dropped_thread_records: int | float = 1_000  # evicted/expired threads remembered: late writes fail loudly
+    on_checkpoint_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints
+    on_namespace_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest completed subgraphs
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if field.type == "int":
+            if field.type == COUNT:
                 _check_count(field.name, value)
-            elif field.type == "float":
+            elif field.type == SECONDS:
                 _check_positive(field.name, value)
         if self.on_checkpoint_limit not in CHECKPOINT_LIMIT_POLICIES:
             raise ValueError(
@@ -67,7 +78,8 @@ class StoreLimits:
 
         Runtime complexity: O(1).
         """
-        return cls(**{field.name: math.inf for field in fields(cls) if field.type in ("int", "float")})
+        lifted: dict[str, Any] = {field.name: math.inf for field in fields(cls) if field.type in (COUNT, SECONDS)}
+        return cls(**lifted)
 
 
 def _check_positive(name: str, value: object) -> None:

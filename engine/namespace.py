@@ -107,7 +107,7 @@ class Namespace:
         half = len(versions) // 2
         for position in range(half):
             channel = versions[position]
-            payload = blobs.get((channel, versions[half + position]))
+            payload = blobs.get((channel, versions[half + position]))  # type: ignore[arg-type]
             if payload is not None:
                 values[channel] = payload  # type: ignore[index]
         stored = self.writes.get(record.checkpoint_id)

@@ -358,7 +358,7 @@ def plan_rolling(
             f"DeltaChannel state keep working), or raise max_checkpoints_per_thread."
         )
         reject(store, "max_checkpoints_per_thread", maximum, count, thread.thread_id, hint)
-    wanted = count - maximum + max(1, int(maximum // 10)) - 1
+    wanted = int(count - maximum) + max(1, int(maximum // 10)) - 1  # maximum is finite here: count passed it
     oldest_first = list(
         heapq.merge(
             *(

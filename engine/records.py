@@ -94,7 +94,7 @@ class CheckpointRecord(NamedTuple):
         delta_channels: frozenset[str] = _NO_CHANNELS,
     ) -> CheckpointRecord:
         """A record from payloads and a channel-to-version mapping. Runtime complexity: O(channels)."""
-        return tuple.__new__(  # type: ignore[no-any-return]  # in C, as make_checkpoint_record
+        return tuple.__new__(  # in C, as make_checkpoint_record
             cls,
             (
                 checkpoint_id,
@@ -128,14 +128,14 @@ class CheckpointRecord(NamedTuple):
         """``(channel, version)`` of each channel. Runtime complexity: O(1) per key."""
         versions = self.versions
         half = len(versions) // 2
-        return zip(versions[:half], versions[half:], strict=True)  # type: ignore[return-value]
+        return zip(versions[:half], versions[half:], strict=True)  # type: ignore[arg-type]
 
     def version_of(self, channel: str) -> Version | None:
         """The version of ``channel``'s value, or None. Runtime complexity: O(channels), in C."""
         versions = self.versions
         half = len(versions) // 2
         try:
-            return versions[half + versions.index(channel, 0, half)]  # type: ignore[return-value]
+            return versions[half + versions.index(channel, 0, half)]
         except ValueError:
             return None
 

@@ -380,7 +380,7 @@ class Store:
                     checked_path = task_path
                 if channel not in known_channels:
                     identifiers.admit_channel(self, channel)
-                size = len(value_data) + path_text
+                size = len(value_data) + path_text  # pyright: ignore[reportPossiblyUnboundVariable]  # set by the first write
                 batch += size
                 key = (task_id, idx)
                 if key in accepted or (stored is not None and key in stored):

@@ -9,12 +9,20 @@ rejected without changing anything; then the same workload on LangGraph's stock
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
-from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import (
+    BoundedInMemorySaver,
+    CheckpointCapacityError,
+    InMemoryCheckpointConfig,
+    StoreStats,
+)
 from langgraph.checkpoint.bounded.engine import KIB
 
 THREADS = 300
@@ -22,24 +30,24 @@ TURNS = 4
 
 
 class Chat(TypedDict, total=False):
-    messages: Annotated[list, operator.add]
+    messages: Annotated[list[str], operator.add]
     turns: int
 
 
-def reply(state: Chat) -> dict:
-    last = state["messages"][-1]
+def reply(state: Chat) -> Chat:
+    last = state.get("messages", [""])[-1]
     return {"messages": [f"echo: {last[:40]}"], "turns": state.get("turns", 0) + 1}
 
 
-def summarize(state: Chat) -> dict:
-    return {"messages": [f"summary after {state['turns']} turns"]}
+def summarize(state: Chat) -> Chat:
+    return {"messages": [f"summary after {state.get('turns', 0)} turns"]}
 
 
 def route(state: Chat) -> str:
-    return "summarize" if state["turns"] % 3 == 0 else END
+    return "summarize" if state.get("turns", 0) % 3 == 0 else END
 
 
-def build(checkpointer):
+def build(checkpointer: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Chat, Any, Chat, Chat]:
     builder = StateGraph(Chat)
     builder.add_node("reply", reply)
     builder.add_node("summarize", summarize)
@@ -59,7 +67,7 @@ class ManualClock:
         return self.now
 
 
-def run_workload(app, clock: ManualClock | None = None) -> None:
+def run_workload(app: CompiledStateGraph[Chat, Any, Chat, Chat], clock: ManualClock | None = None) -> None:
     """One conversation of TURNS turns per user, users arriving one after another."""
     for index in range(THREADS):
         for turn in range(TURNS):
@@ -71,7 +79,7 @@ def run_workload(app, clock: ManualClock | None = None) -> None:
                 clock.now += 0.01
 
 
-def show(title: str, stats) -> None:
+def show(title: str, stats: StoreStats) -> None:
     print(f"\n{title}")
     for name, value in vars(stats).items():
         shown = dict(value) if isinstance(value, dict) else f"{value:,}"
@@ -97,7 +105,7 @@ def main() -> None:
     show("After the workload: old threads were evicted whole, least recently used first", saver.stats())
 
     survivor = saver.store.thread_ids()[-1]
-    survivor_config = {"configurable": {"thread_id": survivor}}
+    survivor_config: RunnableConfig = {"configurable": {"thread_id": survivor}}
     before = app.get_state(survivor_config).values
     try:
         app.invoke({"messages": ["x" * 100_000]}, survivor_config)

@@ -29,6 +29,13 @@ from contextvars import ContextVar
 
 from .engine.hooks import Announcements, delivering
 
+__all__ = [
+    "TURN_WAIT_SECONDS",
+    "deliver",
+    "deliver_async",
+    "is_async_hook",
+]
+
 deferred: ContextVar[bool] = ContextVar("deferred", default=False)
 """Set by an async method around the sync call it makes: that call leaves its announcements to it."""
 
@@ -52,7 +59,7 @@ def deliver(announcements: Announcements) -> None:
     hook = announcements.hook
     on_a_loop = _running_loop() is not None  # waiting for the turn here would block that loop's delivery
     if is_async_hook(hook):
-        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)), wait=not on_a_loop)  # type: ignore[misc]
+        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)), wait=not on_a_loop)  # type: ignore[misc,arg-type]
     else:
         announcements.deliver(wait=not on_a_loop)
 

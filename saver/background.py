@@ -7,6 +7,10 @@ import math
 import threading
 from collections.abc import Callable
 
+__all__ = [
+    "Periodic",
+]
+
 logger = logging.getLogger(__name__)
 
 

@@ -20,9 +20,20 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
 
 from . import __version__
 from .snapshot import Header, SnapshotError, parse_body, read_header, signature_matches, signing_key
+
+__all__ = [
+    "copy_examples",
+    "inspect",
+    "main",
+]
+
+EXAMPLE_FILES = ("graph.py", "langgraph.json", "fastapi_app.py")
+"""The serving recipes, as installed in ``langgraph.checkpoint.bounded.examples/serving``."""
 
 _THREAD_COLUMN = 40
 
@@ -95,6 +106,27 @@ def _printable(identifier: str) -> str:
     return shown[:_THREAD_COLUMN]
 
 
+def copy_examples(folder: str) -> int:
+    """Copy the serving recipes into ``folder`` (created if needed), never over an existing file.
+
+    Returns the exit status: 0, or 1 if a file is already there (nothing is copied then).
+    Runtime complexity: O(size of the recipes).
+    """
+    source = resources.files("langgraph.checkpoint.bounded.examples").joinpath("serving")
+    target = Path(folder)
+    existing = [name for name in EXAMPLE_FILES if (target / name).exists()]
+    if existing:
+        print(f"{folder}: {', '.join(existing)} already there; nothing copied", file=sys.stderr)
+        return 1
+    target.mkdir(parents=True, exist_ok=True)
+    for name in EXAMPLE_FILES:
+        (target / name).write_bytes(source.joinpath(name).read_bytes())
+    print(f"copied {', '.join(EXAMPLE_FILES)} to {folder}")
+    print(f"  langgraph dev:     cd {folder} && langgraph dev  (langgraph.json names the process-wide saver)")
+    print(f"  FastAPI (3.12+):   cd {folder} && uvicorn fastapi_app:app")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="langgraph-bounded", description="Tools for langgraph-checkpoint-bounded.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -109,5 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="VAR",
         help="verify the signature with the snapshot_key held in environment variable VAR (never pass a key itself)",
     )
+    examples_command = commands.add_parser(
+        "examples", help="copy the serving recipes (langgraph.json, graph.py, fastapi_app.py) into a folder"
+    )
+    examples_command.add_argument("folder")
     arguments = parser.parse_args(argv)
+    if arguments.command == "examples":
+        return copy_examples(arguments.folder)
     return inspect(arguments.file, arguments.top, arguments.key_env)

@@ -18,12 +18,22 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     PendingWrite,
-    SerializerProtocol,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from .engine.records import make_checkpoint_record, make_write_record
+
+__all__ = [
+    "DELTA_COUNTERS_KEY",
+    "decode_histories",
+    "decode_view",
+    "decode_writes",
+    "encode_checkpoint",
+    "encode_writes",
+    "history_bytes",
+]
 
 DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
@@ -52,21 +62,22 @@ def encode_checkpoint(
         _require_mapping("metadata", metadata)
         _require_mapping("new_versions", new_versions)
         checkpoint = dict(checkpoint)  # type: ignore[assignment]
-    skeleton = checkpoint.copy()
-    values: dict[str, Any] = skeleton.pop("channel_values", None)  # type: ignore[assignment]
+    skeleton: dict[str, Any] = checkpoint.copy()  # type: ignore[assignment]
+    values: dict[str, Any] = skeleton.pop("channel_values", None)
     channel_versions = checkpoint.get("channel_versions")
     if type(values) is not dict or type(channel_versions) is not dict:
         _require_mapping("checkpoint['channel_values']", values)
         _require_mapping("checkpoint['channel_versions']", channel_versions)
     dumps = serde.dumps_typed
     blobs: dict[tuple[str, Any], Blob] = {}
-    channel = version = None
+    channel: Any = None
+    version: Any = None
     try:
         for channel, version in new_versions.items():
             blobs[(channel, version)] = dumps(values[channel]) if channel in values else None
     except TypeError as error:
         if isinstance(version, Hashable) and isinstance(channel, Hashable):
-            raise _unserializable(f"channel {channel!r}", values.get(channel), error) from error
+            raise _unserializable(f"channel {channel!r}", values.get(channel), error) from error  # type: ignore[call-overload]
         raise ValueError(f"new_versions must map channels to str, int or float versions: {error}") from None
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
@@ -83,7 +94,7 @@ def encode_checkpoint(
             metadata_data,
             (*channel_versions, *channel_versions.values()),
             run_id if run_id is None or type(run_id) is str else str(run_id),
-            frozenset(counters) if counters else _NO_DELTA_CHANNELS,
+            frozenset(counters) if counters else _NO_DELTA_CHANNELS,  # type: ignore[call-overload]
         )
     )
     return record, blobs

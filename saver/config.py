@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from .engine import KIB, DroppedThread, StoreLimits, ThreadExport
 from .snapshot import SnapshotKey, signing_key
 
+__all__ = [
+    "InMemoryCheckpointConfig",
+]
+
 
 @dataclass(frozen=True)
 class InMemoryCheckpointConfig(StoreLimits):
@@ -23,10 +27,12 @@ class InMemoryCheckpointConfig(StoreLimits):
     ``idle_ttl_seconds`` (4 hours), ``max_threads`` (1,000),
     ``max_namespaces_per_thread`` (16), ``max_checkpoints_per_thread`` (1,000),
     ``max_checkpoint_bytes`` (1 MiB), ``max_pending_write_bytes`` (512 KiB),
-    ``max_total_bytes`` (64 MiB), ``max_identifier_length`` (256),
-    ``max_namespace_depth`` (32), ``max_dropped_thread_records`` (1,000) and
-    ``on_checkpoint_limit`` (``"reject"``, or ``"prune_oldest"`` for rolling
-    history).
+    ``max_total_bytes`` (64 MiB), ``max_memory_bytes`` (unbounded),
+    ``max_identifier_length`` (256), ``max_namespace_depth`` (32),
+    ``max_dropped_thread_records`` (1,000), ``on_checkpoint_limit``
+    (``"reject"``, or ``"prune_oldest"`` for rolling history) and
+    ``on_namespace_limit`` (``"reject"``, or ``"prune_oldest"`` to drop the
+    oldest completed subgraph namespaces). ``math.inf`` lifts a limit.
 
     Invalid values (zero, negative, NaN, ``bool``, a fraction where a count is
     expected) raise ``ValueError`` naming the field.
@@ -49,7 +55,7 @@ class InMemoryCheckpointConfig(StoreLimits):
     every error message.
     """
 
-    async_offload_bytes: int = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
+    async_offload_bytes: int | float = 64 * KIB  # bytes; async calls (de)serialize larger payloads in a worker thread
     on_evict: Callable[[DroppedThread, ThreadExport], object] | None = None  # called for each evicted/expired thread
     autosave_path: str | None = None  # file to snapshot the store to periodically (None: no autosave)
     autosave_interval_seconds: float = 60.0  # seconds between autosaves

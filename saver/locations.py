@@ -13,6 +13,15 @@ from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
+__all__ = [
+    "checkpoint_id_of",
+    "configurable",
+    "locate",
+    "namespace_of",
+    "normalize_id",
+    "normalize_ids",
+]
+
 
 def normalize_id(field: str, value: object) -> str:
     """``str`` of a thread or run id given as ``str``, ``int`` or ``UUID``.
@@ -64,10 +73,10 @@ def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
                 and (checkpoint_id is None or type(checkpoint_id) is str)
             ):
                 return thread_id, namespace, checkpoint_id or None
-    section = configurable(config)
-    if "thread_id" not in section:
+    given = configurable(config)
+    if "thread_id" not in given:
         raise ValueError("config['configurable']['thread_id'] is required")
-    return normalize_id("thread_id", section["thread_id"]), namespace_of(section) or "", checkpoint_id_of(section)
+    return normalize_id("thread_id", given["thread_id"]), namespace_of(given) or "", checkpoint_id_of(given)
 
 
 def namespace_of(section: Mapping[str, Any]) -> str | None:

@@ -40,6 +40,13 @@ from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
 from .saver import BoundedInMemorySaver
 
+__all__ = [
+    "PREFIX",
+    "SaverCollector",
+    "register_metrics",
+    "unregister_metrics",
+]
+
 PREFIX = "langgraph_checkpoint_bounded_"
 STATS_NOT_EXPORTED = {  # StoreStats fields with no metric of their own, and why
     "max_total_bytes": "the max_total_bytes gauge exports every configured limit",
@@ -74,7 +81,7 @@ class SaverCollector(Collector):
         )
         yield _gauge("dropped_thread_records", "Evicted or expired threads remembered.", stats.dropped_thread_records)
         yield _gauge("dropped_thread_record_bytes", "Bytes those records hold.", stats.dropped_thread_record_bytes)
-        yield _counter(
+        yield _labelled_counter(
             "evictions",
             "Threads evicted whole, by the limit that evicted them.",
             "reason",
@@ -84,15 +91,15 @@ class SaverCollector(Collector):
                 "max_memory_bytes": stats.evicted_for_memory,
             },
         )
-        yield _counter("expired_threads", "Threads removed after idle_ttl_seconds unused.", None, stats.expired_threads)
-        yield _counter("rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections)
-        yield _counter(
-            "pruned_checkpoints", "Oldest checkpoints dropped by prune_oldest.", None, stats.pruned_checkpoints
+        yield _counter("expired_threads", "Threads removed after idle_ttl_seconds unused.", stats.expired_threads)
+        yield _labelled_counter(
+            "rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections
         )
+        yield _counter("pruned_checkpoints", "Oldest checkpoints dropped by prune_oldest.", stats.pruned_checkpoints)
         yield _counter(
-            "pruned_namespaces", "Completed subgraph namespaces dropped by prune_oldest.", None, stats.pruned_namespaces
+            "pruned_namespaces", "Completed subgraph namespaces dropped by prune_oldest.", stats.pruned_namespaces
         )
-        yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", None, stats.drop_hook_errors)
+        yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", stats.drop_hook_errors)
         yield from self._settings()
 
     def _settings(self) -> Iterable[Metric]:
@@ -107,10 +114,13 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(PREFIX + name, documentation, value=value)
 
 
-def _counter(name: str, documentation: str, label: str | None, counts: int | Mapping[str, int]) -> CounterMetricFamily:
-    """A counter family (exposed as ``<name>_total``): one value, or one per label value."""
-    if label is None:
-        return CounterMetricFamily(PREFIX + name, documentation, value=counts)
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    """A counter family of one value (exposed as ``<name>_total``)."""
+    return CounterMetricFamily(PREFIX + name, documentation, value=value)
+
+
+def _labelled_counter(name: str, documentation: str, label: str, counts: Mapping[str, float]) -> CounterMetricFamily:
+    """A counter family with one value per label value (exposed as ``<name>_total``)."""
     family = CounterMetricFamily(PREFIX + name, documentation, labels=[label])
     for label_value, count in sorted(counts.items()):
         family.add_metric([label_value], count)

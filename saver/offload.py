@@ -28,6 +28,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+__all__ = [
+    "BYTES_PER_ELEMENT",
+    "BYTES_PER_SCALAR",
+    "rough_size",
+]
+
 BYTES_PER_ELEMENT = 64  # bytes assumed per element of a list, tuple, set or dict (a short message or entry)
 BYTES_PER_SCALAR = 8  # bytes assumed for a number, None or an object not inspected
 

@@ -32,12 +32,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from langgraph.checkpoint.base import SerializerProtocol
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
+__all__ = [
+    "PICKLE",
+    "PayloadTagError",
+    "allows_pickle",
+    "base_type",
+    "check_export",
+    "payloads",
+]
+
 PICKLE = "pickle"
+_UNDECLARED = object()
 _ENCRYPTED_SEPARATOR = "+"
 _SHOWN_CHARACTERS = 60  # of a tag or an identifier from outside: enough to recognize, not enough to flood a log
 
@@ -149,8 +159,9 @@ def _where(place: _Place) -> str:
 def _describe(serde: SerializerProtocol) -> str:
     if isinstance(serde, EncryptedSerializer):
         return f"EncryptedSerializer around {_describe(serde.serde)}"
-    if hasattr(serde, "pickle_fallback"):
-        return f"{type(serde).__name__}(pickle_fallback={serde.pickle_fallback!r})"
+    declared = getattr(serde, "pickle_fallback", _UNDECLARED)
+    if declared is not _UNDECLARED:
+        return f"{type(serde).__name__}(pickle_fallback={declared!r})"
     return f"{type(serde).__name__}, which does not declare pickle_fallback=True"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import itertools
 import math
 import os
@@ -22,8 +23,8 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    SerializerProtocol,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import announcing, codec, payload_tags, snapshot
@@ -50,11 +51,22 @@ from .locations import (
 from .offload import rough_size
 from .snapshot import LoadReport
 
+__all__ = [
+    "LIST_BATCH",
+    "PRUNE_STRATEGIES",
+    "BoundedInMemorySaver",
+    "InMemorySaver",
+]
+
 PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the Agent Server's name for "delete"
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
 
 
-class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
+class BoundedInMemorySaver(
+    BaseCheckpointSaver[str],
+    AbstractContextManager["BoundedInMemorySaver"],
+    AbstractAsyncContextManager["BoundedInMemorySaver"],
+):
     """An in-memory checkpointer with limits, LRU eviction and idle expiry.
 
     A drop-in for LangGraph's ``InMemorySaver``: pass it to
@@ -644,7 +656,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     def _list_refs(
         self, config: RunnableConfig | None, *, before: RunnableConfig | None, limit: int | None
-    ) -> list[CheckpointRef]:
+    ) -> builtins.list[CheckpointRef]:
         before_id = checkpoint_id_of(configurable(before)) if before else None
         if config is None:
             return self.store.list(None, before=before_id, limit=limit)
@@ -676,10 +688,12 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], AbstractContextManager, Abs
         refs = iter(self._list_refs(config, before=before, limit=None if filter else limit))
         remaining = math.inf if limit is None else limit
         while remaining > 0:
+            size = int(min(LIST_BATCH, remaining))
+            batch: builtins.list[tuple[CheckpointRef, CheckpointMetadata | None]]
             if filter:
-                batch = list(itertools.islice(self._matching(refs, filter), min(LIST_BATCH, remaining)))
+                batch = builtins.list(itertools.islice(self._matching(refs, filter), size))
             else:
-                batch = [(ref, None) for ref in itertools.islice(refs, min(LIST_BATCH, remaining))]
+                batch = [(ref, None) for ref in itertools.islice(refs, size)]
             if not batch:
                 return
             for (_, metadata), view in zip(batch, self.store.views(ref for ref, _ in batch), strict=True):

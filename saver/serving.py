@@ -41,10 +41,23 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from functools import cache
+from typing import Any
 
 from langgraph.checkpoint.bounded.config import InMemoryCheckpointConfig
 from langgraph.checkpoint.bounded.saver import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.snapshot import SnapshotError
+
+__all__ = [
+    "ENV_PREFIX",
+    "ServingConfigError",
+    "Setting",
+    "checkpointer",
+    "config_from_env",
+    "fields_without_setting",
+    "reset_shared_saver",
+    "settings",
+    "shared_saver",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +130,16 @@ def _word(raw: str) -> str:
     return text  # the config names the allowed values if this is not one of them
 
 
+def _choice(choices: tuple[object, ...]) -> Callable[[str], object]:
+    def parse_choice(raw: str) -> object:
+        text = raw.strip()
+        if text not in choices:
+            raise _Invalid("")
+        return text
+
+    return parse_choice
+
+
 def _boolean(raw: str) -> bool:
     text = raw.strip().lower()
     if text in ("1", "true", "yes", "on"):
@@ -180,7 +203,10 @@ def _setting_for(field_name: str, annotation: object) -> Setting | None:
             return Setting(field_name, variable, f"{expected}, or empty for none", _optional(parse), secret)
         return Setting(field_name, variable, expected, parse, secret)
 
-    if members == {int}:
+    if len(members) == 1 and typing.get_origin(next(iter(members))) is typing.Literal:
+        choices = typing.get_args(next(iter(members)))
+        return setting("one of " + ", ".join(map(str, choices)), _choice(choices))
+    if members in ({int}, {int, float}):
         noun = "a whole number of bytes" if unit == "bytes" else "a whole number"
         return setting(f"{noun} (digits, _ separators allowed), or inf to lift the limit", _whole_number)
     if members == {float}:
@@ -240,13 +266,13 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> InMemoryCheckpo
             choices = ", ".join(sorted(setting.variable for setting in known.values()))
             raise ServingConfigError(f"{variable} names no InMemoryCheckpointConfig setting ({why}); known: {choices}")
         chosen[name] = (known[name], raw)
-    values = {name: setting.read(raw) for name, (setting, raw) in chosen.items()}
+    values: dict[str, Any] = {name: setting.read(raw) for name, (setting, raw) in chosen.items()}
     for name in values:  # each value alone first, so that the error names the variable holding it
         _validated({name: values[name]}, [chosen[name]])
     return _validated(values, list(chosen.values()))
 
 
-def _validated(values: dict[str, object], named: list[tuple[Setting, str]]) -> InMemoryCheckpointConfig:
+def _validated(values: dict[str, Any], named: list[tuple[Setting, str]]) -> InMemoryCheckpointConfig:
     try:
         return InMemoryCheckpointConfig(**values)
     except (ValueError, TypeError) as error:
@@ -399,7 +425,7 @@ def _metrics_available() -> bool:
 if __name__ != "langgraph.checkpoint.bounded.serving":  # pragma: no cover - loaded by path (".../serving.py:x")
     # A loader that runs this file as a module of another name would give the process a second saver:
     # hand out the package module's one instead.
-    from langgraph.checkpoint.bounded.serving import (  # noqa: F401
+    from langgraph.checkpoint.bounded.serving import (
         checkpointer,
         config_from_env,
         reset_shared_saver,

@@ -56,6 +56,26 @@ import ormsgpack
 
 from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "READABLE_VERSIONS",
+    "Header",
+    "LoadReport",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotKey",
+    "check_signature",
+    "decode",
+    "encode",
+    "parse_body",
+    "read",
+    "read_header",
+    "signature_matches",
+    "signing_key",
+    "write_atomically",
+]
+
 MAGIC = b"LGCBSNAP"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)

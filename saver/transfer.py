@@ -28,8 +28,14 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from .locations import configurable
 
-def copy_threads(source: BaseCheckpointSaver, target: BaseCheckpointSaver, thread_ids: Iterable[str]) -> int:
+__all__ = [
+    "copy_threads",
+]
+
+
+def copy_threads(source: BaseCheckpointSaver[Any], target: BaseCheckpointSaver[Any], thread_ids: Iterable[str]) -> int:
     """Copy every checkpoint of these threads, all namespaces, from ``source`` to ``target``.
 
     Checkpoints are written oldest first, each with every channel value it
@@ -42,7 +48,7 @@ def copy_threads(source: BaseCheckpointSaver, target: BaseCheckpointSaver, threa
     for thread_id in thread_ids:
         tuples = sorted(
             source.list({"configurable": {"thread_id": thread_id}}),
-            key=lambda t: t.config["configurable"]["checkpoint_id"],
+            key=lambda t: configurable(t.config)["checkpoint_id"],
         )
         for checkpoint_tuple in tuples:
             _copy_checkpoint(target, checkpoint_tuple)
@@ -50,15 +56,15 @@ def copy_threads(source: BaseCheckpointSaver, target: BaseCheckpointSaver, threa
     return copied
 
 
-def _copy_checkpoint(target: BaseCheckpointSaver, item: CheckpointTuple) -> None:
-    configurable = item.config["configurable"]
-    parent_id = item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None
+def _copy_checkpoint(target: BaseCheckpointSaver[Any], item: CheckpointTuple) -> None:
+    located = configurable(item.config)
+    parent_id = configurable(item.parent_config)["checkpoint_id"] if item.parent_config else None
     put_config: dict[str, Any] = {
-        "configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": configurable.get("checkpoint_ns", "")}
+        "configurable": {"thread_id": located["thread_id"], "checkpoint_ns": located.get("checkpoint_ns", "")}
     }
     if parent_id is not None:
         put_config["configurable"]["checkpoint_id"] = parent_id
-    checkpoint = dict(item.checkpoint)
+    checkpoint: dict[str, Any] = dict(item.checkpoint)
     versions = checkpoint["channel_versions"]
     values = checkpoint["channel_values"]
     # every value the checkpoint holds, at its version: the target stores what a read returns

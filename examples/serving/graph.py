@@ -7,7 +7,7 @@ fastapi-langgraph-server calls with the saver it was given.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -21,7 +21,7 @@ class Review(TypedDict, total=False):
 
 
 def draft(state: Review) -> Review:
-    return {"messages": [f"draft of {state['messages'][-1]}"]}
+    return {"messages": [f"draft of {state.get('messages', [''])[-1]}"]}
 
 
 def review(state: Review) -> Review:
@@ -29,7 +29,7 @@ def review(state: Review) -> Review:
     return {"messages": [f"review: {answer}"], "approved": answer == "yes"}
 
 
-def builder() -> StateGraph:
+def builder() -> StateGraph[Review, Any, Review, Review]:
     """draft -> review (interrupts) -> end."""
     graph = StateGraph(Review)
     graph.add_node("draft", draft)
@@ -40,7 +40,7 @@ def builder() -> StateGraph:
     return graph
 
 
-def build_graph(checkpointer: BaseCheckpointSaver[str] | None) -> CompiledStateGraph:
+def build_graph(checkpointer: BaseCheckpointSaver[str] | None) -> CompiledStateGraph[Review, Any, Review, Review]:
     """The graph compiled with ``checkpointer``: fastapi-langgraph-server's ``checkpointed_graph_factory``."""
     return builder().compile(checkpointer=checkpointer)
 
