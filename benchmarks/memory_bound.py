@@ -39,11 +39,14 @@ def fill(limit_name: str, limit: int, size: int, trace: bool) -> dict[str, float
     With ``trace``, the traced heap; without, the growth of resident memory
     (tracemalloc's own bookkeeping would inflate it).
     """
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE))  # workload, when imported from elsewhere
     from langgraph.checkpoint.base.id import uuid6
+    from workload import require_this_checkout
 
     from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
     from langgraph.checkpoint.bounded.engine import StoreLimits
+
+    require_this_checkout()
 
     limits = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000, limit_name: limit}
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(**limits))

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langgraph.checkpoint.base import get_checkpoint_metadata
 from workload import SAVERS, ThreadWriter

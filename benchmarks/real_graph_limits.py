@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
+from workload import require_this_checkout
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 
@@ -128,6 +129,7 @@ def turns_until_refused(build: Callable[..., Any], inputs: dict[str, Any], limit
 
 
 def main() -> None:
+    require_this_checkout()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=2_000, help="turns tried per thread")
     options = parser.parse_args()

@@ -7,11 +7,13 @@ per task, as a chat graph's super-step would store them.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -23,6 +25,20 @@ from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpoin
 from langgraph.checkpoint.bounded.engine import StoreLimits
 
 UNBOUNDED = InMemoryCheckpointConfig(**vars(StoreLimits.unbounded()))
+
+
+def require_this_checkout() -> None:
+    """Ours must come from the checkout these benchmarks belong to (not another checkout that an
+    editable install points to, nor an installed copy), and the stock saver must be LangGraph's."""
+    checkout = Path(__file__).resolve().parent.parent
+    ours = Path(inspect.getfile(BoundedInMemorySaver)).resolve()
+    if not ours.is_relative_to(checkout):
+        raise RuntimeError(f"the benchmarks in {checkout} would measure {ours}: install this checkout (make install)")
+    if StockSaver.__module__ != "langgraph.checkpoint.memory" or issubclass(StockSaver, BoundedInMemorySaver):
+        raise RuntimeError(f"the stock saver is {StockSaver.__module__}.{StockSaver.__qualname__}, not LangGraph's")
+
+
+require_this_checkout()  # every benchmark imports this module
 
 
 def bounded() -> BaseCheckpointSaver:
