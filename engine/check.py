@@ -8,14 +8,13 @@ it (``tests/test_check.py`` does, for every name in ``INVARIANTS``).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from . import memory
 from .identifiers import KNOWN_CHANNELS
+from .state import State
 from .totals import Totals
 
-if TYPE_CHECKING:
-    from .store import Store
+__all__ = ["INVARIANTS", "check_state"]
 
 INVARIANTS = (
     "lru keys",  # every thread is filed under its own id
@@ -34,17 +33,17 @@ INVARIANTS = (
 )
 
 
-def check_store(store: Store) -> None:
+def check_state(state: State) -> None:
     """Assert every invariant in ``INVARIANTS``; raise ``AssertionError`` naming the first broken one.
 
-    Runtime complexity: O(size of the store).
+    Runs with the store's lock held. Runtime complexity: O(size of the store).
     """
-    limits = store.limits
+    limits = state.limits
     total = Totals()
-    extra = 0
+    overhead = 0
     runs: dict[str, set[str]] = {}
     previous_use = -math.inf
-    for thread_id, thread in store.threads.items():
+    for thread_id, thread in state.threads.items():
         _require(thread.thread_id == thread_id, "lru keys", f"key {thread_id!r} holds thread {thread.thread_id!r}")
         _require(thread.last_used >= previous_use, "lru order", f"thread {thread_id!r} is out of order")
         previous_use = thread.last_used
@@ -65,47 +64,53 @@ def check_store(store: Store) -> None:
             "limits",
             f"thread {thread_id!r} exceeds max_checkpoints_per_thread",
         )
-        recounted = memory.thread_extra(thread)
+        recounted = memory.thread_overhead(thread)
         _require(
-            thread.extra == recounted, "memory", f"thread {thread_id!r} keeps {thread.extra}, recounted {recounted}"
+            thread.variable_overhead == recounted,
+            "memory",
+            f"thread {thread_id!r} keeps {thread.variable_overhead}, recounted {recounted}",
         )
-        extra += thread.extra
+        overhead += thread.variable_overhead
         total = total.plus(thread.totals)
-    kept = Totals(store.nbytes, store.checkpoints, store.writes, store.blobs, store.namespaces)
+    kept = Totals(state.nbytes, state.checkpoints, state.writes, state.blobs, state.namespaces)
     _require(total == kept, "store totals", f"kept {kept}, recounted {total}")
-    _require(runs == store.runs, "run index", "it drifts from the records")
-    _require(extra == store.extra, "memory", f"the store keeps {store.extra}, its threads {extra}")
-    if store.threads:
-        oldest = next(iter(store.threads.values()))
+    _require(runs == state.runs, "run index", "it drifts from the records")
+    _require(
+        overhead == state.variable_overhead,
+        "memory",
+        f"the store keeps {state.variable_overhead}, its threads {overhead}",
+    )
+    if state.threads:
+        oldest = next(iter(state.threads.values()))
         _require(
-            store.next_expiry <= oldest.last_used + limits.idle_ttl_seconds,
+            state.next_expiry <= oldest.last_used + limits.idle_ttl_seconds,
             "next expiry",
-            f"{store.next_expiry} is later than the oldest thread's expiry",
+            f"{state.next_expiry} is later than the oldest thread's expiry",
         )
     try:
-        store.tombstones.check()
+        state.tombstones.check()
     except AssertionError as error:
         raise AssertionError(f"tombstones: {error}") from None
     _require(
-        store.announcements.hook is not None or not store.announcements.queue,
+        state.announcements.hook is not None or not state.announcements.queue,
         "announcements",
         "drops are queued without a hook",
     )
-    if store.exports is not None:
-        stale = [tid for tid in store.exports if tid not in store.threads and tid not in (store.changed or ())]
+    if state.exports is not None:
+        stale = [tid for tid in state.exports if tid not in state.threads and tid not in (state.changed or ())]
         _require(not stale, "snapshot cache", f"exports of threads gone unnoticed: {stale[:3]}")
     _require(
-        len(store.known_channels) <= KNOWN_CHANNELS
+        len(state.known_channels) <= KNOWN_CHANNELS
         and all(
             type(name) is str and 0 < len(name) <= limits.max_identifier_length and name.isprintable()
-            for name in store.known_channels
+            for name in state.known_channels
         ),
         "known channels",
         "an invalid name is remembered as checked",
     )
-    _require(len(store.threads) <= limits.max_threads, "limits", "max_threads exceeded")
-    _require(store.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
-    _require(memory.of_store(store) <= limits.max_memory_bytes, "limits", "max_memory_bytes exceeded")
+    _require(len(state.threads) <= limits.max_threads, "limits", "max_threads exceeded")
+    _require(state.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
+    _require(state.memory_bytes() <= limits.max_memory_bytes, "limits", "max_memory_bytes exceeded")
 
 
 def _require(condition: bool, invariant: str, detail: str) -> None:

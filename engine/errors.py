@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "CheckpointCapacityError",
+    "ThreadEvictedError",
+]
+
 
 class CheckpointCapacityError(Exception):
     """An operation would exceed a limit; it was rejected and changed nothing.

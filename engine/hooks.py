@@ -20,6 +20,8 @@ from contextvars import ContextVar
 from .export import ThreadExport
 from .tombstones import DroppedThread
 
+__all__ = ["Announcements", "DropHook", "delivering"]
+
 logger = logging.getLogger(__name__)
 
 DropHook = Callable[[DroppedThread, ThreadExport], object]
@@ -50,9 +52,6 @@ class Announcements:
         self.queue: deque[tuple[DroppedThread, ThreadExport]] = deque()
         self.errors = 0
         self.turn = threading.Lock()
-
-    def __bool__(self) -> bool:
-        return bool(self.queue)
 
     def deliver(
         self, call: Callable[[DroppedThread, ThreadExport], object] | None = None, *, wait: bool = True
@@ -89,5 +88,5 @@ class Announcements:
 
     def failed(self, record: DroppedThread) -> None:
         """Log and count a hook's exception. Runtime complexity: O(1)."""
-        logger.exception("on_evict hook failed for thread %r", record.thread_id)
+        logger.exception("on_drop hook failed for thread %r", record.thread_id)
         self.errors += 1

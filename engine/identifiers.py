@@ -14,12 +14,22 @@ checked again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from .limits import StoreLimits
 
-if TYPE_CHECKING:
-    from .store import Store
+__all__ = [
+    "KNOWN_CHANNELS",
+    "NAMESPACE_SEPARATOR",
+    "admit_channel",
+    "check_blob_keys",
+    "check_identifier",
+    "check_location",
+    "check_namespace",
+    "check_version",
+    "check_versions",
+    "refuse",
+]
 
 NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
 
@@ -56,15 +66,14 @@ def refuse(field: str, value: object, limits: StoreLimits) -> NoReturn:
     raise ValueError(f"{field} must be a str, not a subclass ({type(value).__name__})")
 
 
-def admit_channel(store: Store, channel: object) -> None:
-    """Check a channel name not seen before, then remember it in ``store.known_channels``.
+def admit_channel(known: set[str], channel: object, limits: StoreLimits) -> None:
+    """Check a channel name not seen before, then remember it in ``known`` (the store's known channels).
 
     Runtime complexity: O(length), plus O(KNOWN_CHANNELS) to clear the set once per that many names.
     """
     if type(channel) is not str:
         raise ValueError(f"channel must be a str, got {type(channel).__name__}")
-    check_identifier("channel", channel, store.limits)
-    known = store.known_channels
+    check_identifier("channel", channel, limits)
     if len(known) >= KNOWN_CHANNELS:
         known.clear()
     known.add(channel)
@@ -118,18 +127,18 @@ def check_version(channel: object, version: object, limits: StoreLimits) -> None
     check_identifier(f"version of channel {channel!r:.80}", version, limits)
 
 
-def check_versions(store: Store, versions: tuple[object, ...]) -> None:
+def check_versions(known: set[str], versions: tuple[object, ...], limits: StoreLimits) -> None:
     """A checkpoint's flat ``(channel, ..., version, ...)`` tuple: each channel a valid name (then
-    remembered), each version an int, a float or a string. Runtime complexity: O(channels).
+    remembered in ``known``), each version an int, a float or a string. Runtime complexity: O(channels).
     """
     if len(versions) % 2:
         raise ValueError("channel_versions must map each channel to one version")
     half = len(versions) // 2
     for channel, version in zip(versions[:half], versions[half:], strict=True):
-        if channel not in store.known_channels:
-            admit_channel(store, channel)
+        if channel not in known:
+            admit_channel(known, channel, limits)
         if type(version) not in (str, int, float):
-            check_version(channel, version, store.limits)  # raises, naming the channel and the type
+            check_version(channel, version, limits)  # raises, naming the channel and the type
 
 
 def check_blob_keys(keys: object, limits: StoreLimits) -> None:

@@ -6,6 +6,15 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
+__all__ = [
+    "CHECKPOINT_LIMIT_POLICIES",
+    "KIB",
+    "MIB",
+    "NAMESPACE_LIMIT_POLICIES",
+    "LimitPolicy",
+    "StoreLimits",
+]
+
 KIB = 1024
 MIB = 1024 * KIB
 

@@ -8,9 +8,9 @@ bound can be set from a container's memory limit (``max_memory_bytes``).
 
 The estimate is payload bytes, plus a fixed cost per object derived from the
 counters the store already keeps (threads, namespaces, checkpoints, blobs,
-writes), plus ``extra``: the part that varies with the objects' contents
-(identifier lengths, how many channels a checkpoint references, whether a blob
-holds a value), kept incrementally beside the other totals.
+writes), plus ``variable_overhead``: the part that varies with the objects'
+contents (identifier lengths, how many channels a checkpoint references,
+whether a blob holds a value), kept incrementally beside the other totals.
 
 Every cost below is measured at import with ``sys.getsizeof`` of the real
 structures (dictionary entries averaged over typical sizes); none is typed in
@@ -22,16 +22,36 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from .namespace import Namespace
+from .plans import Pruning
 from .records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
 from .thread import Thread
 from .tombstones import DroppedThread, Tombstones
 
-if TYPE_CHECKING:
-    from .policy import Pruning
-    from .store import Store
+__all__ = [
+    "BLOB",
+    "CHECKPOINT",
+    "LIST_SLOT",
+    "NAMESPACE",
+    "RUN",
+    "STR",
+    "TASK",
+    "THREAD",
+    "TOMBSTONE",
+    "VALUE",
+    "WRITE",
+    "WRITE_SET",
+    "blob_overhead",
+    "change",
+    "namespace_overhead",
+    "of_contents",
+    "of_thread",
+    "of_tombstones",
+    "record_overhead",
+    "thread_overhead",
+    "write_set_overhead",
+]
 
 _SIZES = (8, 64, 512, 4096)  # dictionary sizes averaged over: a namespace's entries up to a big store's
 
@@ -92,63 +112,78 @@ TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + LRU_ENTRY + 2
 """A tombstone: its record, its entry, the headers of the ids it keeps (their text is its ``nbytes``)."""
 
 
-# --- the varying part ("extra"), one function per kind of object; the write transactions inline them ---
+# --- the varying part (variable_overhead), one function per kind of object; the write transactions inline them ---
 
 
-def record_extra(record: CheckpointRecord) -> int:
+def record_overhead(record: CheckpointRecord) -> int:
     """Its id's text and its versions tuple's slots. Runtime complexity: O(1)."""
     return len(record.checkpoint_id) + LIST_SLOT * len(record.versions)
 
 
-def blob_extra(key: BlobKey, blob: Blob) -> int:
+def blob_overhead(key: BlobKey, blob: Blob) -> int:
     """Its value's containers, if it holds one, and its version's text. Runtime complexity: O(1)."""
     version = key[1]
     return (VALUE if blob is not None else 0) + (STR + len(version) if type(version) is str else 0)
 
 
-def write_set_extra(stored: Mapping[tuple[str, int], WriteRecord]) -> int:
+def write_set_overhead(stored: Mapping[tuple[str, int], WriteRecord]) -> int:
     """The writes of one checkpoint: their dict, and the id and path strings of each run of
     consecutive writes of one task (a task's writes arrive together and share its strings).
 
     Runtime complexity: O(len(stored)).
     """
-    extra = WRITE_SET
+    overhead = WRITE_SET
     previous = None
     for task_id, _ in stored:
         if task_id != previous:
-            extra += TASK + len(task_id)
+            overhead += TASK + len(task_id)
             previous = task_id
-    return extra
+    return overhead
 
 
-def namespace_extra(space: Namespace) -> int:
+def namespace_overhead(space: Namespace) -> int:
     """Everything varying a namespace holds, recounted. Runtime complexity: O(size of the namespace)."""
-    extra = sum(record_extra(record) for record in space.records.values())
-    extra += sum(blob_extra(key, blob) for key, blob in space.blobs.items())
-    return extra + sum(write_set_extra(stored) for stored in space.writes.values())
+    overhead = sum(record_overhead(record) for record in space.records.values())
+    overhead += sum(blob_overhead(key, blob) for key, blob in space.blobs.items())
+    return overhead + sum(write_set_overhead(stored) for stored in space.writes.values())
 
 
-def thread_extra(thread: Thread) -> int:
-    """A thread's ``extra``, recounted: its id and namespace names, its runs, its namespaces' contents.
+def thread_overhead(thread: Thread) -> int:
+    """A thread's ``variable_overhead``, recounted: its id and namespace names, its runs, its namespaces' contents.
 
     Runtime complexity: O(size of the thread).
     """
-    extra = len(thread.thread_id) + sum(RUN + len(run_id) for run_id in thread.runs)
+    overhead = len(thread.thread_id) + sum(RUN + len(run_id) for run_id in thread.runs)
     for name, space in thread.namespaces.items():
-        extra += len(name) + namespace_extra(space)
-    return extra
+        overhead += len(name) + namespace_overhead(space)
+    return overhead
+
+
+def of_contents(
+    nbytes: int, variable_overhead: int, checkpoints: int, writes: int, blobs: int, namespaces: int, threads: int
+) -> int:
+    """The heap that threads holding these counts hold. Runtime complexity: O(1)."""
+    return (
+        nbytes
+        + variable_overhead
+        + CHECKPOINT * checkpoints
+        + WRITE * writes
+        + BLOB * blobs
+        + NAMESPACE * namespaces
+        + THREAD * threads
+    )
 
 
 def of_thread(thread: Thread) -> int:
     """The heap a thread holds. Runtime complexity: O(1), from its counters."""
-    return (
-        thread.nbytes
-        + thread.extra
-        + CHECKPOINT * thread.checkpoints
-        + WRITE * thread.writes
-        + BLOB * thread.blobs
-        + NAMESPACE * len(thread.namespaces)
-        + THREAD
+    return of_contents(
+        thread.nbytes,
+        thread.variable_overhead,
+        thread.checkpoints,
+        thread.writes,
+        thread.blobs,
+        len(thread.namespaces),
+        1,
     )
 
 
@@ -157,23 +192,9 @@ def of_tombstones(tombstones: Tombstones) -> int:
     return TOMBSTONE * len(tombstones) + tombstones.nbytes
 
 
-def of_store(store: Store) -> int:
-    """The heap the whole store holds, its tombstones included. Runtime complexity: O(1), from its counters."""
-    return (
-        of_tombstones(store.tombstones)
-        + store.nbytes
-        + store.extra
-        + CHECKPOINT * store.checkpoints
-        + WRITE * store.writes
-        + BLOB * store.blobs
-        + NAMESPACE * store.namespaces
-        + THREAD * len(store.threads)
-    )
-
-
 def change(
     nbytes: int,
-    extra: int,
+    overhead: int,
     pruning: Pruning | None = None,
     *,
     checkpoints: int = 0,
@@ -182,15 +203,15 @@ def change(
     namespaces: int = 0,
     thread_id: str | None = None,
 ) -> int:
-    """How much the heap estimate changes with these payload bytes, ``extra`` and counts (net of
-    what ``pruning`` frees; and a new thread, if ``thread_id``). Runtime complexity: O(1).
+    """How much the heap estimate changes with these payload bytes, variable overhead and counts
+    (net of what ``pruning`` frees; and a new thread, if ``thread_id``). Runtime complexity: O(1).
     """
     if pruning is not None:
         freed = pruning.freed
-        extra -= freed.extra
+        overhead -= freed.variable_overhead
         checkpoints -= freed.checkpoints
         writes -= freed.writes
         blobs -= freed.blobs
         namespaces -= freed.namespaces
-    change = nbytes + extra + CHECKPOINT * checkpoints + WRITE * writes + BLOB * blobs + NAMESPACE * namespaces
+    change = nbytes + overhead + CHECKPOINT * checkpoints + WRITE * writes + BLOB * blobs + NAMESPACE * namespaces
     return change if thread_id is None else change + THREAD + len(thread_id)

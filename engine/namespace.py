@@ -2,14 +2,14 @@
 
 The write transactions in ``engine.store`` fill these containers inline. What
 lives here is what they share with the rarer operations: reading a checkpoint
-as a view, walking ids newest first, placing an id that does not sort last.
-Removing checkpoints is planned and carried out in ``engine.lineage``.
+as a view, walking ids newest first, placing an id that does not sort last,
+dropping what a removal planned (``engine.lineage.plan_removal``).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 
 from .records import (
@@ -24,6 +24,8 @@ from .records import (
     payload_size,
 )
 from .totals import Totals
+
+__all__ = ["EMPTY_NAMESPACE", "Namespace", "write_order"]
 
 _NO_BLOBS: Mapping[BlobKey, Blob] = {}
 
@@ -86,6 +88,25 @@ class Namespace:
         Runtime complexity: O(log n) search plus an O(n) memory move.
         """
         insort(self.ids, checkpoint_id)
+
+    def drop(self, checkpoint_ids: Sequence[str], blob_keys: Sequence[BlobKey]) -> list[CheckpointRecord]:
+        """Remove stored checkpoints with their writes, and blobs; return the removed records.
+
+        The totals are the caller's (``State.remove_checkpoints``). Runtime
+        complexity: O(log n) plus one O(n) memory move for a single checkpoint,
+        O(n) for several; O(1) per write set and blob.
+        """
+        records = self.records
+        removed = [records.pop(checkpoint_id) for checkpoint_id in checkpoint_ids]
+        if len(removed) == 1:
+            del self.ids[bisect_left(self.ids, removed[0].checkpoint_id)]
+        elif removed:
+            self.ids = [checkpoint_id for checkpoint_id in self.ids if checkpoint_id in records]
+        for checkpoint_id in checkpoint_ids:
+            self.writes.pop(checkpoint_id, None)
+        for key in blob_keys:
+            del self.blobs[key]
+        return removed
 
     def ordered_writes(self, checkpoint_id: str) -> list[WriteRecord]:
         """Pending writes of a checkpoint in ``(task_path, task_id, idx)`` order.

@@ -1,8 +1,11 @@
 """Reads that list or walk: ``Store.list``, ``Store.views`` and ``Store.delta_history``.
 
 The one read on every step of a graph, ``Store.get``, stays in ``engine.store``
-beside the writes. These take the store's lock themselves; ``list`` and
-``delta_history`` mark the thread they read as used.
+beside the writes. ``list`` and ``delta_history`` mark the thread they read as
+used; ``views`` does not (``list`` did).
+
+Everything here runs with the store's lock held (``engine.store`` takes it),
+after the store has expired what was due.
 """
 
 from __future__ import annotations
@@ -10,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from . import identifiers, lineage, policy
-from .namespace import EMPTY_NAMESPACE
+from . import identifiers, lineage
+from .namespace import EMPTY_NAMESPACE, Namespace
 from .records import ChannelHistory, CheckpointRecord, CheckpointView
+from .state import State
+from .thread import Thread
 
-if TYPE_CHECKING:
-    from .store import Store
+__all__ = ["CheckpointRef", "delta_history", "list_checkpoints", "views"]
 
 
 class CheckpointRef(NamedTuple):
@@ -32,7 +36,8 @@ make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpo
 
 
 def list_checkpoints(
-    store: Store,
+    state: State,
+    now: float,
     thread_id: str | None,
     namespace: str | None = None,
     *,
@@ -43,7 +48,8 @@ def list_checkpoints(
     """Checkpoints newest first within each namespace; marks a named thread as used if it finds any.
 
     Args:
-        store: The store.
+        state: The store's state.
+        now: The clock reading of the call.
         thread_id: The thread, or None for every thread in creation order.
         namespace: Only this namespace, or None for all of them.
         checkpoint_id: Only the checkpoint with this id.
@@ -55,105 +61,96 @@ def list_checkpoints(
 
     Runtime complexity: O(log n + k) per namespace listed for k checkpoints
     returned; with ``thread_id=None``, O(T log T + namespaces of every thread)
-    more to order T threads and visit their namespaces; plus expiry when due
-    (``Store``).
+    more to order T threads and visit their namespaces.
     """
-    with store.lock:
-        now = store.clock()
-        if now >= store.next_expiry:
-            policy.expire(store, now, thread_id)
-        if thread_id is None:
-            threads = sorted(store.threads.values(), key=_creation_order)
+    threads: list[Thread]
+    if thread_id is None:
+        threads = sorted(state.threads.values(), key=_creation_order)
+    else:
+        found = state.threads.get(thread_id)
+        if found is None:
+            identifiers.check_location(thread_id, namespace, checkpoint_id, state.limits)
+        threads = [found] if found is not None else []
+    refs: list[CheckpointRef] = []
+    if limit is not None and limit <= 0:
+        return refs
+    for thread in threads:
+        spaces: Iterable[tuple[str, Namespace]]
+        if namespace is None:
+            spaces = thread.namespaces.items()
         else:
-            found = store.threads.get(thread_id)
-            if found is None:
-                identifiers.check_location(thread_id, namespace, checkpoint_id, store.limits)
-            threads = [found] if found is not None else []
-        refs: list[CheckpointRef] = []
-        if limit is not None and limit <= 0:
-            return refs
-        for thread in threads:
-            for name, space in thread.namespaces.items():
-                if namespace is not None and name != namespace:
-                    continue
-                if checkpoint_id is not None:
-                    found_ids: Iterable[str] = (
-                        (checkpoint_id,)
-                        if checkpoint_id in space.records and (before is None or checkpoint_id < before)
-                        else ()
-                    )
-                else:
-                    found_ids = reversed(space.ids) if before is None else space.newest_first(before)
-                for found_id in found_ids:
-                    refs.append(make_ref((thread.thread_id, name, space.records[found_id])))
-                    if len(refs) == limit:
-                        break
-                else:
-                    continue
-                break
+            named = thread.namespaces.get(namespace)
+            spaces = () if named is None else ((namespace, named),)
+        for name, space in spaces:
+            if checkpoint_id is not None:
+                found_ids: Iterable[str] = (
+                    (checkpoint_id,)
+                    if checkpoint_id in space.records and (before is None or checkpoint_id < before)
+                    else ()
+                )
+            else:
+                found_ids = reversed(space.ids) if before is None else space.newest_first(before)
+            for found_id in found_ids:
+                refs.append(make_ref((thread.thread_id, name, space.records[found_id])))
+                if len(refs) == limit:
+                    break
             else:
                 continue
             break
-        if thread_id is not None and refs:
-            threads[0].last_used = now
-            store.threads.move_to_end(thread_id)
-        return refs
+        else:
+            continue
+        break
+    if thread_id is not None and refs:
+        state.touch(threads[0], now)
+    return refs
 
 
-def views(store: Store, refs: Iterable[CheckpointRef]) -> list[CheckpointView | None]:
-    """Read listed checkpoints under one hold of the lock: a view each, or None for one gone since.
+def views(state: State, now: float, refs: Iterable[CheckpointRef]) -> list[CheckpointView | None]:
+    """A view of each listed checkpoint, or None for one gone since it was listed.
 
-    Does not mark threads as used (``list`` did). A thread that has expired
-    since it was listed is removed and its checkpoints read as None.
+    A checkpoint whose thread has been idle past ``idle_ttl_seconds`` since it
+    was listed reads as gone; the thread itself is left for the next
+    operation's expiry, so that reading a long listing expires nothing.
+    Does not mark threads as used (``list`` did).
 
-    Runtime complexity: O(c + w log w) per checkpoint of c channels and w
-    writes; plus expiry when due (``Store``), which may recur for each ref while
-    more idle threads are due than one expiry takes.
+    Runtime complexity: O(c + w log w) per checkpoint of c channels and w writes.
     """
+    threads = state.threads
+    ttl = state.limits.idle_ttl_seconds
     found: list[CheckpointView | None] = []
-    with store.lock:
-        now = store.clock()
-        threads = store.threads
-        for ref in refs:
-            if now >= store.next_expiry:
-                policy.expire(store, now, ref.thread_id)
-            thread = threads.get(ref.thread_id)
-            space = None if thread is None else thread.namespaces.get(ref.namespace)
-            if space is None or space.records.get(ref.record.checkpoint_id) is not ref.record:
-                found.append(None)
-            else:
-                found.append(space.view(ref.thread_id, ref.namespace, ref.record))
+    for ref in refs:
+        thread = threads.get(ref.thread_id)
+        space = None if thread is None or now - thread.last_used >= ttl else thread.namespaces.get(ref.namespace)
+        if space is None or space.records.get(ref.record.checkpoint_id) is not ref.record:
+            found.append(None)
+        else:
+            found.append(space.view(ref.thread_id, ref.namespace, ref.record))
     return found
 
 
 def delta_history(
-    store: Store, thread_id: str, namespace: str, checkpoint_id: str | None, channels: Sequence[str]
+    state: State, now: float, thread_id: str, namespace: str, checkpoint_id: str | None, channels: Sequence[str]
 ) -> dict[str, ChannelHistory]:
-    """Writes and seed of each channel along a checkpoint's ancestor chain (``lineage.delta_history``).
+    """Writes and seed of each channel along a checkpoint's ancestor chain (``lineage.channel_history``).
 
     Marks the thread as used when the checkpoint is found.
 
     Raises:
         ValueError: An identifier that is not stored is also invalid.
 
-    Runtime complexity: that of ``lineage.delta_history`` for the a ancestors
-    walked, never more than the namespace holds; plus expiry when due (``Store``).
+    Runtime complexity: that of ``lineage.channel_history`` for the a ancestors
+    walked, never more than the namespace holds.
     """
-    with store.lock:
-        now = store.clock()
-        if now >= store.next_expiry:
-            policy.expire(store, now, thread_id)
-        thread = store.threads.get(thread_id)
-        space = None if thread is None else thread.namespaces.get(namespace)
-        target = None
-        if space is not None:
-            target = space.latest() if checkpoint_id is None else space.records.get(checkpoint_id)
-        if thread is None or space is None or target is None:
-            identifiers.check_location(thread_id, namespace, checkpoint_id, store.limits)
-            return lineage.delta_history(EMPTY_NAMESPACE, None, channels)
-        thread.last_used = now
-        store.threads.move_to_end(thread_id)
-        return lineage.delta_history(space, target, channels)
+    thread = state.threads.get(thread_id)
+    space = None if thread is None else thread.namespaces.get(namespace)
+    record = None
+    if space is not None:
+        record = space.latest() if checkpoint_id is None else space.records.get(checkpoint_id)
+    if thread is None or space is None or record is None:
+        identifiers.check_location(thread_id, namespace, checkpoint_id, state.limits)
+        return lineage.channel_history(EMPTY_NAMESPACE, None, channels)
+    state.touch(thread, now)
+    return lineage.channel_history(space, record, channels)
 
 
 _creation_order = attrgetter("created")  # in C

@@ -13,6 +13,23 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
+__all__ = [
+    "Blob",
+    "BlobKey",
+    "ChannelHistory",
+    "CheckpointRecord",
+    "CheckpointView",
+    "Payload",
+    "Version",
+    "WriteKey",
+    "WriteRecord",
+    "make_checkpoint_record",
+    "make_view",
+    "make_write_record",
+    "payload_size",
+    "text_size",
+]
+
 Payload = tuple[str, bytes]
 """A serialized value: the serializer's type tag and its bytes."""
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+__all__ = [
+    "StoreStats",
+]
+
 
 @dataclass(frozen=True)
 class StoreStats:

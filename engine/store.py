@@ -1,65 +1,72 @@
-"""The store: the lock, threads in least-recently-used order, the totals, and the public transactions.
+"""The store: the lock, and the transactions that run under it.
 
-Each write is one straight-line transaction: identifiers, byte planning, limits,
-LRU order and totals are handled inline. Rare work lives in modules of its own
-and is reached through one cheap test on the way:
+``Store`` builds on ``State`` (the fields and the primitives that change several
+of them at once) and is the only class that takes the lock. The read on every
+step of a graph (``get``) and the two writes (``put_checkpoint``, ``put_writes``)
+are straight-line transactions here: identifiers, byte planning, limits, LRU
+order and totals are handled inline. Rare work lives in modules of its own and
+is reached through one cheap test on the way:
 
-* ``now >= next_expiry``: ``policy.expire``;
-* a new thread or namespace: ``policy.admit_location``;
-* a tombstone for the thread: ``policy.refuse_continuation``;
+* ``now >= next_expiry``: ``eviction.expire``;
+* a new thread or namespace: ``pruning.admit_location``;
+* a tombstone for the thread: ``eviction.refuse_continuation``;
 * a thread at ``max_namespaces_per_thread`` or ``max_checkpoints_per_thread``:
-  ``policy.plan_namespaces``, ``policy.plan_rolling`` (prune or reject);
-* over a byte or thread limit: ``policy.make_room`` (evict, or reject);
+  ``pruning.plan_namespaces``, ``pruning.plan_rolling`` (prune or reject);
+* over a byte or thread limit: ``eviction.make_room`` (evict, or reject);
 * snapshots taken: ``changed.add``.
 
-Cold operations (deletions by run, prune, copies, imports, snapshots, the
-invariant check) live in ``engine.lineage``, ``engine.moves`` and
-``engine.check``.
+Every other operation is a few lines here that take the lock, expire what is
+due, and call the module of its job (``reads``, ``moves``, ``removal``,
+``eviction``, ``check``) with the state.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
+import builtins
 import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from . import check, identifiers, lineage, memory, moves, policy, reads
+from . import check, identifiers, memory, moves, reads, removal
+from .errors import CheckpointCapacityError
+from .eviction import expire, expire_oldest, make_room, refuse_continuation
 from .export import ThreadExport
-from .hooks import Announcements, DropHook
+from .hooks import DropHook
 from .limits import StoreLimits
 from .namespace import EMPTY_NAMESPACE, Namespace
-from .records import Blob, BlobKey, CheckpointRecord, CheckpointView, WriteRecord
+from .pruning import admit_location, plan_rolling
+from .reads import CheckpointRef
+from .records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from .state import State
 from .stats import StoreStats
-from .thread import Thread
-from .tombstones import Tombstones
+from .tombstones import DroppedThread
+
+__all__ = ["PURGE_BATCH", "Store"]
+
+PURGE_BATCH = 256
+"""Idle threads ``purge_expired`` removes per hold of the lock."""
 
 _MISSING = object()
 
 
-class Store:
+class Store(State):
     """Threads of checkpoints, pending writes and blobs, within ``StoreLimits``.
 
-    Threads sit in an ``OrderedDict`` in least-recently-used order, which is
-    also idle order: expiry (``policy.expire``) and eviction (``policy.make_room``)
-    both take from the front. Totals are kept incrementally, so ``stats()`` is O(1)
-    but for one entry per limit that rejected something. Every public method
-    holds ``lock`` (re-entrant). A rejected operation raises
-    ``CheckpointCapacityError`` and changes nothing but lazy expiry: no eviction,
-    no partial write, no change of LRU order. Threads evicted or expired are
-    queued in ``announcements`` for ``on_drop``; the caller delivers them once
-    the lock is released (``announce()``, or the saver's async-aware delivery).
+    Threads sit in least-recently-used order, which is also idle order: expiry
+    and eviction both take from the front. Totals are kept incrementally, so
+    ``stats()`` is O(1) but for one entry per limit that rejected something.
+    Every public method holds ``lock`` (re-entrant). A rejected operation raises
+    ``CheckpointCapacityError``, counted in ``stats().rejections``, and changes
+    nothing but lazy expiry: no eviction, no partial write, no change of LRU
+    order. Threads evicted or expired are queued in ``announcements`` for
+    ``on_drop``; the caller delivers them once the lock is released
+    (``announce()``, or the saver's async-aware delivery).
 
-    Costs: ``get``, ``list``, ``views``, ``delta_history``, ``export_thread``,
-    the writes, ``copy_thread`` and ``import_thread`` first expire when
-    ``next_expiry`` has passed (``policy.expire``: at most ``EXPIRY_BUDGET`` + 1
-    idle threads, each O(namespaces + runs), plus its export when a hook is
-    set). The runtime complexity each method states leaves that out.
-
-    The attributes set in ``__init__`` are engine-internal state, read and
-    changed under ``lock`` by the engine's modules.
+    Costs: ``get``, ``list``, ``delta_history``, ``export_thread``, the writes,
+    ``copy_thread`` and ``import_thread`` first expire when ``next_expiry`` has
+    passed (``eviction.expire``: at most ``EXPIRY_BUDGET`` idle threads, those
+    the call names first, each O(namespaces + runs), plus its export when a
+    hook is set). The runtime complexity each method states leaves that out.
 
     Args:
         limits: The bounds to enforce; the reference defaults if omitted.
@@ -75,31 +82,15 @@ class Store:
         clock: Callable[[], float] = time.monotonic,
         on_drop: DropHook | None = None,
     ) -> None:
-        self.limits = limits if limits is not None else StoreLimits()
-        self.clock = clock
+        super().__init__(limits, clock=clock, on_drop=on_drop)
         self.lock = threading.RLock()
-        self.threads: OrderedDict[str, Thread] = OrderedDict()  # least recently used first
-        self.runs: dict[str, set[str]] = {}  # run id -> ids of the threads holding its checkpoints
-        # totals: payload bytes, counts, and the varying part of the heap estimate (engine.memory)
-        self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.extra = 0
-        self.memory_limited = self.limits.max_memory_bytes != math.inf
-        self.next_expiry = math.inf  # never later than the least recently used thread's expiry
-        self.creation = itertools.count()  # thread creation order, for list(None)
-        self.evicted_for_threads = self.evicted_for_bytes = self.evicted_for_memory = 0
-        self.expired = self.pruned_checkpoints = self.pruned_namespaces = 0
-        self.rejections: Counter[str] = Counter()
-        self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
-        self.announcements = Announcements(on_drop)
-        self.changed: set[str] | None = None  # threads changed since the last snapshot (None: none taken)
-        self.exports: dict[str, ThreadExport] | None = None  # each thread's export at the last snapshot
-        self.known_channels: set[str] = set()  # channel names already checked (identifiers.KNOWN_CHANNELS)
 
     @property
     def on_drop(self) -> DropHook | None:
         """The hook told of every thread evicted or expired."""
         return self.announcements.hook
 
-    # --- reads -----------------------------------------------------------------------------
+    # --- the hot read ---------------------------------------------------------------------------
 
     def get(self, thread_id: str, namespace: str, checkpoint_id: str | None = None) -> CheckpointView | None:
         """Read one checkpoint, the latest of the namespace if no id is given.
@@ -110,14 +101,14 @@ class Store:
             ValueError: An identifier that is not stored is also invalid.
 
         Runtime complexity: O(1) to find it, plus O(c + w log w) to read its c
-        channel values and w writes; plus expiry when due (see the class).
+        channel values and w writes.
         """
         lock = self.lock
         lock.acquire()  # not `with`: half the cost, on the path of every read of a graph's state
         try:
             now = self.clock()
-            if now >= self.next_expiry:
-                policy.expire(self, now, thread_id)
+            if now >= self.next_expiry:  # the same as _expire_due, inline
+                expire(self, now, thread_id)
             thread = self.threads.get(thread_id)
             space = None if thread is None else thread.namespaces.get(namespace)
             record = None
@@ -130,13 +121,13 @@ class Store:
             if record is None:
                 identifiers.check_location(thread_id, namespace, checkpoint_id, self.limits)
                 return None
-            thread.last_used = now  # type: ignore[union-attr]
+            thread.last_used = now  # type: ignore[union-attr]  # the same as State.touch, inline
             self.threads.move_to_end(thread_id)
             return space.view(thread_id, namespace, record)  # type: ignore[union-attr]
         finally:
             lock.release()
 
-    # --- writes ------------------------------------------------------------------------------
+    # --- the hot writes -----------------------------------------------------------------------------
 
     def put_checkpoint(
         self, thread_id: str, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
@@ -145,7 +136,7 @@ class Store:
 
         Over ``max_checkpoints_per_thread`` the checkpoint is rejected, or with
         ``on_checkpoint_limit="prune_oldest"`` the thread's oldest checkpoints
-        make room (``policy.plan_rolling``); the pruning is planned before
+        make room (``pruning.plan_rolling``); the pruning is planned before
         anything changes, so a put rejected for another limit prunes nothing.
 
         Raises:
@@ -162,32 +153,32 @@ class Store:
         Plus, when they happen: O(namespaces + runs) per thread evicted or
         expired (and its export, with a hook); under rolling history, about
         O(n log n) for the n checkpoints of the thread once per a tenth of the
-        limit (``policy.plan_rolling`` states the exact bound); the size of a namespace pruned whole
-        (``policy.plan_namespaces``); O(n) to recount the thread's runs when a
-        re-put changes a checkpoint's run.
+        limit (``pruning.plan_rolling`` states the exact bound); the size of a
+        namespace pruned whole (``pruning.plan_namespaces``); O(n) to recount
+        the thread's runs when a re-put changes a checkpoint's run.
         """
         checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, _ = record
         limits = self.limits
         max_length = limits.max_identifier_length
-        pruning = None  # what the write prunes from its own thread, planned before anything changes
+        plan = None  # what the write prunes from its own thread, planned before anything changes
         revived = False
         lock = self.lock
         lock.acquire()  # not `with`: half the cost, on the path every step of every graph takes
         try:
             now = self.clock()
-            if now >= self.next_expiry:
-                policy.expire(self, now, thread_id)
+            if now >= self.next_expiry:  # the same as _expire_due, inline
+                expire(self, now, thread_id)
             threads = self.threads
             thread = threads.get(thread_id)
             space = None if thread is None else thread.namespaces.get(namespace)
-            target = space
-            if target is None:
-                pruning = policy.admit_location(self, thread, thread_id, namespace)
-                target = EMPTY_NAMESPACE
+            planned = space  # the namespace the write is planned against: an empty one if it is new
+            if planned is None:
+                plan = admit_location(limits, thread, thread_id, namespace)
+                planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
-                revived = policy.refuse_continuation(self, thread_id, target, parent_id, now)
-            records = target.records
-            blobs = target.blobs
+                revived = refuse_continuation(self, thread_id, planned, parent_id, now)
+            records = planned.records
+            blobs = planned.blobs
             replaced = records.get(checkpoint_id)
             known_channels = self.known_channels
             # The record's channel versions outlive this call: channels checked once (remembered), every
@@ -196,16 +187,16 @@ class Store:
             if not known_channels.issuperset(versions[:half]) or not _VERSION_TYPES.issuperset(
                 map(type, versions[half:])
             ):
-                identifiers.check_versions(self, versions)
+                identifiers.check_versions(known_channels, versions, limits)
             if replaced is None:
-                if (
+                if (  # the rule of identifiers.check_identifier, inline
                     type(checkpoint_id) is not str
                     or not 0 < len(checkpoint_id) <= max_length
                     or not checkpoint_id.isprintable()
                 ):
                     identifiers.refuse("checkpoint_id", checkpoint_id, limits)
                 if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
-                    pruning = policy.plan_rolling(self, thread, namespace, record, new_blobs, pruning)
+                    plan = plan_rolling(thread, namespace, record, new_blobs, plan, limits)
             if (
                 parent_id is not None
                 and parent_id not in records
@@ -214,8 +205,8 @@ class Store:
                 identifiers.refuse("parent checkpoint_id", parent_id, limits)
             record_bytes = len(checkpoint_data) + len(metadata_data)
             new_bytes = old_bytes = replaced_blobs = 0
-            # the heap estimate's varying part (engine.memory): the record's id and version slots
-            extra = _SLOT * len(versions) + (
+            # the heap estimate's variable overhead (engine.memory): the record's id and version slots
+            overhead = _SLOT * len(versions) + (
                 len(checkpoint_id) if replaced is None else -_SLOT * len(replaced.versions)
             )
             for key, blob in new_blobs.items():
@@ -223,71 +214,72 @@ class Store:
                 if old is _MISSING:  # a new key of the store: checked here, once
                     channel, version = key
                     if channel not in known_channels:
-                        identifiers.admit_channel(self, channel)
+                        identifiers.admit_channel(known_channels, channel, limits)
                     if type(version) is str:
                         size = len(version)
                         if not 0 < size <= max_length or not version.isprintable():
                             identifiers.check_version(channel, version, limits)
-                        extra += _TEXT + size
+                        overhead += _TEXT + size
                     elif type(version) is not int and type(version) is not float:
                         identifiers.check_version(channel, version, limits)
                 else:
                     replaced_blobs += 1
                     if old is not None:
                         old_bytes += len(old[1])  # type: ignore[index]
-                        extra -= _VALUE
+                        overhead -= _VALUE
                 if blob is not None:
                     new_bytes += len(blob[1])
-                    extra += _VALUE
+                    overhead += _VALUE
             growth = record_bytes + new_bytes - old_bytes
             if replaced is not None:
                 growth -= len(replaced.checkpoint_data) + len(replaced.metadata_data)
             # The whole state read back is at most the record, its new values and all the thread
             # holds: only when that bound breaks max_checkpoint_bytes is the exact state summed.
             if record_bytes + new_bytes + (0 if thread is None else thread.nbytes) > limits.max_checkpoint_bytes:
-                state = target.state_size(record, new_blobs)
-                if state > limits.max_checkpoint_bytes:
-                    policy.reject(self, "max_checkpoint_bytes", limits.max_checkpoint_bytes, state, thread_id)
+                whole = planned.state_size(record, new_blobs)
+                if whole > limits.max_checkpoint_bytes:
+                    raise CheckpointCapacityError(
+                        "max_checkpoint_bytes", limits.max_checkpoint_bytes, whole, thread_id=thread_id
+                    )
             if space is None:
-                extra += len(namespace)
-            net = growth if pruning is None else growth - pruning.freed.nbytes
+                overhead += len(namespace)
+            net = growth if plan is None else growth - plan.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                run_cost = 0  # a run new to the thread adds to the run index (lineage.index_run counts it)
+                run_cost = 0  # a run new to the thread adds to the run index (State.index_run counts it)
                 if run_id is not None and (thread is None or run_id not in thread.runs):
                     run_cost = memory.RUN + len(run_id)
                 footprint = memory.change(
-                    net, extra + run_cost, pruning, checkpoints=replaced is None,
+                    net, overhead + run_cost, plan, checkpoints=replaced is None,
                     blobs=len(new_blobs) - replaced_blobs, namespaces=space is None,
                     thread_id=thread_id if thread is None else None,
                 )  # fmt: skip
-                policy.make_room(
-                    self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
-                )
+                make_room(self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None)
             # --- every check passed: apply --------------------------------------------------------
             if thread is None:
                 thread = self.new_thread(thread_id, now)
             else:
-                thread.last_used = now
+                thread.last_used = now  # the same as State.touch, inline
                 threads.move_to_end(thread_id)
-                if pruning is not None:
-                    policy.carry_out(self, thread, pruning)
+                if plan is not None:
+                    self.apply_pruning(thread, plan)
                     if space is not None and namespace not in thread.namespaces:  # pruning emptied it: anew
                         space = None
-                        extra += len(namespace)
+                        overhead += len(namespace)
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
             if new_blobs:
                 space.blobs.update(new_blobs)
             space.records[checkpoint_id] = record
+            # the same as State.apply, inline
             thread.nbytes += growth
             self.nbytes += growth
-            thread.extra += extra
-            self.extra += extra
+            thread.variable_overhead += overhead
+            self.variable_overhead += overhead
             added_blobs = len(new_blobs) - replaced_blobs
             if added_blobs:
                 thread.blobs += added_blobs
@@ -301,13 +293,16 @@ class Store:
                 thread.checkpoints += 1
                 self.checkpoints += 1
                 if run_id is not None and run_id not in thread.runs:
-                    lineage.index_run(self, thread, run_id)
+                    self.index_run(thread, run_id)
             elif replaced.run_id != run_id:
-                lineage.reindex_runs(self, thread)
+                self.reindex_runs(thread)
             if revived:
                 self.tombstones.forget(thread_id)  # the thread lives again, from this checkpoint
-            if self.changed is not None:
+            if self.changed is not None:  # the same as State.mark_changed, inline
                 self.changed.add(thread_id)
+        except CheckpointCapacityError as error:
+            self.rejections[error.limit] += 1
+            raise
         finally:
             lock.release()
 
@@ -328,7 +323,7 @@ class Store:
 
         Runtime complexity: O(len(writes)). Plus, when they happen: O(namespaces
         + runs) per thread evicted or expired (and its export, with a hook); the
-        size of a namespace pruned whole (``policy.plan_namespaces``) and O(n) for
+        size of a namespace pruned whole (``pruning.plan_namespaces``) and O(n) for
         the thread's n checkpoints to recount its runs then.
         """
         limits = self.limits
@@ -337,23 +332,23 @@ class Store:
         lock.acquire()  # not `with`: half the cost, on the path every task of every graph takes
         try:
             now = self.clock()
-            if now >= self.next_expiry:
-                policy.expire(self, now, thread_id)
+            if now >= self.next_expiry:  # the same as _expire_due, inline
+                expire(self, now, thread_id)
             threads = self.threads
             thread = threads.get(thread_id)
             space = None if thread is None else thread.namespaces.get(namespace)
-            target = space
-            pruning = None  # namespaces the write prunes from its own thread, planned before anything changes
-            if target is None:
-                pruning = policy.admit_location(self, thread, thread_id, namespace)
-                target = EMPTY_NAMESPACE
+            planned = space  # the namespace the write is planned against: an empty one if it is new
+            plan = None  # namespaces the write prunes from its own thread, planned before anything changes
+            if planned is None:
+                plan = admit_location(limits, thread, thread_id, namespace)
+                planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
-                policy.refuse_continuation(self, thread_id, target, checkpoint_id, now)
-            stored = target.writes.get(checkpoint_id)
+                refuse_continuation(self, thread_id, planned, checkpoint_id, now)
+            stored = planned.writes.get(checkpoint_id)
             if (
                 stored is None
-                and checkpoint_id not in target.records
-                and (
+                and checkpoint_id not in planned.records
+                and (  # the rule of identifiers.check_identifier, inline
                     type(checkpoint_id) is not str
                     or not 0 < len(checkpoint_id) <= max_length
                     or not checkpoint_id.isprintable()
@@ -362,7 +357,7 @@ class Store:
                 identifiers.refuse("checkpoint_id", checkpoint_id, limits)
             accepted: dict[tuple[str, int], WriteRecord] = {}
             batch = growth = added = 0
-            extra = 0  # the heap estimate's varying part (engine.memory)
+            overhead = 0  # the heap estimate's variable overhead (engine.memory)
             last_task = None if stored is None else next(reversed(stored))[0]  # whose strings a new write shares
             checked_task: object = _MISSING
             checked_path: object = _MISSING
@@ -370,7 +365,9 @@ class Store:
             for write in writes:
                 task_id, idx, channel, _, value_data, task_path = write
                 if task_id is not checked_task:
-                    if type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable():
+                    if (  # the rule of identifiers.check_identifier, inline
+                        type(task_id) is not str or not 0 < len(task_id) <= max_length or not task_id.isprintable()
+                    ):
                         identifiers.refuse("task_id", task_id, limits)
                     checked_task = task_id
                 if task_path is not checked_path:
@@ -379,7 +376,7 @@ class Store:
                     path_text = len(task_path)
                     checked_path = task_path
                 if channel not in known_channels:
-                    identifiers.admit_channel(self, channel)
+                    identifiers.admit_channel(known_channels, channel, limits)
                 size = len(value_data) + path_text  # pyright: ignore[reportPossiblyUnboundVariable]  # set by the first write
                 batch += size
                 key = (task_id, idx)
@@ -390,43 +387,43 @@ class Store:
                     growth -= len(old.value_data) + len(old.task_path)
                     added -= 1  # it replaces a write of this batch or a stored one, in place
                 elif task_id != last_task:  # a new run of one task's writes: its id and path strings
-                    extra += _TASK + len(task_id)
+                    overhead += _TASK + len(task_id)
                     last_task = task_id
                 accepted[key] = write
                 growth += size
                 added += 1
             if batch > limits.max_pending_write_bytes:
-                policy.reject(self, "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id)
+                raise CheckpointCapacityError(
+                    "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id=thread_id
+                )
             if not accepted:
                 if thread is not None:  # every write was already stored: still a use of the thread
-                    thread.last_used = now
+                    thread.last_used = now  # the same as State.touch, inline
                     threads.move_to_end(thread_id)
                 return
             if stored is None:
-                extra += _WRITE_SET
+                overhead += _WRITE_SET
             if space is None:
-                extra += len(namespace)
-            net = growth if pruning is None else growth - pruning.freed.nbytes
+                overhead += len(namespace)
+            net = growth if plan is None else growth - plan.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
                 footprint = memory.change(
-                    net, extra, pruning, writes=added, namespaces=space is None,
+                    net, overhead, plan, writes=added, namespaces=space is None,
                     thread_id=thread_id if thread is None else None,
                 )  # fmt: skip
-                policy.make_room(
-                    self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None
-                )
+                make_room(self, net, footprint, (thread,) if thread is not None else (), thread_id, now, thread is None)
             # --- every check passed: apply --------------------------------------------------------
             if thread is None:
                 thread = self.new_thread(thread_id, now)
             else:
-                thread.last_used = now
+                thread.last_used = now  # the same as State.touch, inline
                 threads.move_to_end(thread_id)
-                if pruning is not None:
-                    policy.carry_out(self, thread, pruning)
+                if plan is not None:
+                    self.apply_pruning(thread, plan)
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
@@ -434,84 +431,62 @@ class Store:
                 space.writes[checkpoint_id] = accepted
             else:
                 stored.update(accepted)
+            # the same as State.apply, inline
             thread.writes += added
             self.writes += added
             thread.nbytes += growth
             self.nbytes += growth
-            thread.extra += extra
-            self.extra += extra
-            if self.changed is not None:
+            thread.variable_overhead += overhead
+            self.variable_overhead += overhead
+            if self.changed is not None:  # the same as State.mark_changed, inline
                 self.changed.add(thread_id)
+        except CheckpointCapacityError as error:
+            self.rejections[error.limit] += 1
+            raise
         finally:
             lock.release()
 
-    def new_thread(self, thread_id: str, now: float) -> Thread:
-        """Create a thread at the most recently used end. Runtime complexity: O(1)."""
-        thread = self.threads[thread_id] = Thread(thread_id, now, next(self.creation))
-        self.extra += thread.extra
-        self.next_expiry = min(self.next_expiry, now + self.limits.idle_ttl_seconds)
-        return thread
+    # --- cold reads ---------------------------------------------------------------------------------------
 
-    # --- deletions, copies and moves -------------------------------------------------------------
+    def list(
+        self,
+        thread_id: str | None,
+        namespace: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointRef]:
+        """Checkpoints newest first within each namespace (``reads.list_checkpoints``).
 
-    def delete_thread(self, thread_id: str) -> bool:
-        """Remove a thread whole, and its tombstone; return whether it was stored.
-
-        Runtime complexity: O(runs of the thread) plus freeing its objects; no
-        other thread is visited.
+        Runtime complexity: that of ``reads.list_checkpoints``.
         """
         with self.lock:
-            self.tombstones.forget(thread_id)
-            thread = self.threads.get(thread_id)
-            if thread is None:
-                identifiers.check_identifier("thread_id", thread_id, self.limits)
-                return False
-            self.unlink(thread)
-            return True
-
-    def clear(self) -> None:
-        """Remove every thread and tombstone (not counted as eviction).
-
-        Runtime complexity: O(1) bookkeeping plus freeing everything.
-        """
-        with self.lock:
-            self.threads = OrderedDict()
-            self.runs = {}
-            self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.extra = 0
-            self.next_expiry = math.inf
-            self.tombstones.clear()
-            if self.exports is not None:
-                self.exports, self.changed = {}, set()  # the next snapshot holds no thread
-
-    # --- observation -------------------------------------------------------------------------------
-
-    def stats(self) -> StoreStats:
-        """Counters of the store. Runtime complexity: O(L) for L distinct limits that rejected something."""
-        with self.lock:
-            return StoreStats(
-                threads=len(self.threads),
-                namespaces=self.namespaces,
-                checkpoints=self.checkpoints,
-                pending_writes=self.writes,
-                blobs=self.blobs,
-                total_bytes=self.nbytes,
-                max_total_bytes=self.limits.max_total_bytes,
-                memory_bytes=memory.of_store(self),
-                max_memory_bytes=self.limits.max_memory_bytes,
-                evicted_threads=self.evicted_for_threads + self.evicted_for_bytes + self.evicted_for_memory,
-                evicted_for_threads=self.evicted_for_threads,
-                evicted_for_bytes=self.evicted_for_bytes,
-                evicted_for_memory=self.evicted_for_memory,
-                expired_threads=self.expired,
-                pruned_checkpoints=self.pruned_checkpoints,
-                pruned_namespaces=self.pruned_namespaces,
-                dropped_thread_records=len(self.tombstones),
-                dropped_thread_record_bytes=self.tombstones.nbytes,
-                drop_hook_errors=self.announcements.errors,
-                rejections=dict(self.rejections),
+            now = self._expire_due(thread_id)
+            return reads.list_checkpoints(
+                self, now, thread_id, namespace, checkpoint_id=checkpoint_id, before=before, limit=limit
             )
 
-    def thread_ids(self) -> list[str]:
+    def views(self, refs: Iterable[CheckpointRef]) -> builtins.list[CheckpointView | None]:
+        """Read listed checkpoints under one hold of the lock (``reads.views``); expires nothing.
+
+        Runtime complexity: that of ``reads.views``.
+        """
+        with self.lock:
+            return reads.views(self, self.clock(), refs)
+
+    def delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, channels: Sequence[str]
+    ) -> dict[str, ChannelHistory]:
+        """Writes and seed of each channel along a checkpoint's ancestor chain (``reads.delta_history``).
+
+        Runtime complexity: that of ``reads.delta_history``.
+        """
+        with self.lock:
+            now = self._expire_due(thread_id)
+            return reads.delta_history(self, now, thread_id, namespace, checkpoint_id, channels)
+
+    def thread_ids(self) -> builtins.list[str]:
         """Thread ids from least to most recently used (expired ones not yet removed included).
 
         Runtime complexity: O(T).
@@ -528,12 +503,17 @@ class Store:
             thread = self.threads.get(thread_id)
             return None if thread is None else thread.last_used
 
-    def announce(self) -> None:
-        """Hand the threads dropped so far to ``on_drop``, in drop order (``Announcements.deliver``).
-
-        Call it after operations, outside the lock. Runtime complexity: the hook's, per thread.
+    def dropped_thread(self, thread_id: str) -> DroppedThread | None:
+        """The tombstone of a thread evicted or expired (why, which limit, when, its newest checkpoint),
+        or None if none is remembered. Runtime complexity: O(1).
         """
-        self.announcements.deliver()
+        with self.lock:
+            return self.tombstones.records.get(thread_id)
+
+    def stats(self) -> StoreStats:
+        """Counters of the store (``State.stats``). Runtime complexity: O(L) for L limits that rejected something."""
+        with self.lock:
+            return super().stats()
 
     def check(self) -> None:
         """Assert every invariant of the store (``engine.check``); ``AssertionError`` names the first broken one.
@@ -541,40 +521,130 @@ class Store:
         Runtime complexity: O(size of the store).
         """
         with self.lock:
-            check.check_store(self)
+            check.check_state(self)
 
-    # --- the cold transactions: each lives in the module of its job, bound here as a method ---------------
+    # --- removals ---------------------------------------------------------------------------------------
 
-    list = reads.list_checkpoints
-    views = reads.views
-    delta_history = reads.delta_history
-    delete_runs = lineage.delete_runs
-    prune = lineage.prune
-    copy_thread = moves.copy_thread
-    export_thread = moves.export_thread
-    import_thread = moves.import_thread
-    snapshot = moves.snapshot
-    purge_expired = policy.purge_expired
+    def delete_thread(self, thread_id: str) -> bool:
+        """Remove a thread whole, and its tombstone; return whether it was stored (``removal.delete_thread``).
 
-    # --- the one mutation every removal goes through ---------------------------------------------------
-
-    def unlink(self, thread: Thread) -> None:
-        """Take a whole thread out of the store and its totals and run index.
-
-        Runtime complexity: O(runs of the thread); freeing its objects follows.
+        Runtime complexity: O(runs of the thread) plus freeing it; no other thread is visited.
         """
-        thread_id = thread.thread_id
-        del self.threads[thread_id]
-        self.nbytes -= thread.nbytes
-        self.checkpoints -= thread.checkpoints
-        self.writes -= thread.writes
-        self.blobs -= thread.blobs
-        self.namespaces -= len(thread.namespaces)
-        self.extra -= thread.extra
-        for run_id in thread.runs:
-            lineage.unindex_run(self, run_id, thread_id)
-        if self.changed is not None:
-            self.changed.add(thread_id)
+        with self.lock:
+            return removal.delete_thread(self, thread_id)
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Remove the checkpoints created by these runs; return how many went (``removal.delete_runs``).
+
+        Runtime complexity: that of ``removal.delete_runs``.
+        """
+        with self.lock:
+            return removal.delete_runs(self, run_ids)
+
+    def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
+        """Keep only what the latest checkpoint of each namespace needs, or delete the threads (``removal.prune``).
+
+        Raises:
+            ValueError: A thread id is invalid; nothing changed.
+
+        Runtime complexity: that of ``removal.prune``.
+        """
+        ids = [identifiers.check_identifier("thread_id", thread_id, self.limits) for thread_id in thread_ids]
+        with self.lock:
+            removal.prune(self, ids, keep_latest=keep_latest)
+
+    def clear(self) -> None:
+        """Remove every thread and tombstone (not counted as eviction). Runtime complexity: O(1) plus freeing them."""
+        with self.lock:
+            removal.clear(self)
+
+    def purge_expired(self) -> int:
+        """Remove every expired thread, ``PURGE_BATCH`` per hold of the lock; return how many.
+
+        Runtime complexity: O(expired threads): they are at the front of the LRU
+        order. No other caller waits longer than one batch.
+        """
+        removed = 0
+        while True:
+            with self.lock:
+                batch = expire_oldest(self, self.clock(), PURGE_BATCH)
+            removed += batch
+            if batch < PURGE_BATCH:
+                return removed
+
+    # --- threads moving whole ----------------------------------------------------------------------------
+
+    def copy_thread(self, source_id: str, target_id: str) -> None:
+        """Copy every namespace, checkpoint, write and blob of one thread into another (``moves.copy_thread``).
+
+        Raises:
+            ValueError: An id is invalid.
+            CheckpointCapacityError: The copy does not fit; nothing changed.
+
+        Runtime complexity: that of ``moves.copy_thread``.
+        """
+        identifiers.check_identifier("source thread_id", source_id, self.limits)
+        identifiers.check_identifier("target thread_id", target_id, self.limits)
+        with self.lock:
+            now = self._expire_due(source_id, target_id)
+            try:
+                moves.copy_thread(self, now, source_id, target_id)
+            except CheckpointCapacityError as error:
+                self.rejections[error.limit] += 1
+                raise
+
+    def export_thread(self, thread_id: str) -> ThreadExport | None:
+        """Everything a thread holds, still serialized, or None (``moves.export_thread``).
+
+        Runtime complexity: O(size of the thread).
+        """
+        with self.lock:
+            self._expire_due(thread_id)
+            return moves.export_thread(self, thread_id)
+
+    def import_thread(self, export: ThreadExport, thread_id: str | None = None, *, idle_seconds: float = 0.0) -> None:
+        """Store an export as a thread (its own id unless ``thread_id`` is given; ``moves.import_thread``).
+
+        The export is checked before the lock is taken (``moves.prepare_import``).
+
+        Raises:
+            ValueError: The export is malformed or holds an invalid identifier.
+            CheckpointCapacityError: The thread would exceed a limit; nothing changed.
+
+        Runtime complexity: O(size of the export) to check it; that of ``moves.import_thread`` under the lock.
+        """
+        prepared = moves.prepare_import(export, thread_id, self.limits)
+        with self.lock:
+            now = self._expire_due(prepared.thread_id)
+            try:
+                moves.import_thread(self, now, prepared, idle_seconds)
+            except CheckpointCapacityError as error:
+                self.rejections[error.limit] += 1
+                raise
+
+    def snapshot(self) -> tuple[builtins.list[tuple[ThreadExport, float]], float]:
+        """Every live thread's export with its idle seconds, least recently used first, and the clock
+        (``moves.snapshot``). Runtime complexity: O(T + size of the threads changed since the last one).
+        """
+        with self.lock:
+            now = self.clock()
+            return moves.snapshot(self, now), now
+
+    # --- dropped threads ---------------------------------------------------------------------------------
+
+    def announce(self) -> None:
+        """Hand the threads dropped so far to ``on_drop``, in drop order (``Announcements.deliver``).
+
+        Call it after operations, outside the lock. Runtime complexity: the hook's, per thread.
+        """
+        self.announcements.deliver()
+
+    def _expire_due(self, *touched: str | None) -> float:
+        """The clock reading, after expiring what is due (the threads named first). Lock held."""
+        now = self.clock()
+        if now >= self.next_expiry:
+            expire(self, now, *touched)
+        return now
 
 
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK

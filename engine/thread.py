@@ -5,6 +5,8 @@ from __future__ import annotations
 from .namespace import Namespace
 from .totals import Totals
 
+__all__ = ["Thread"]
+
 
 class Thread:
     """Everything stored for one thread id, evicted and expired as one unit.
@@ -20,7 +22,7 @@ class Thread:
         checkpoints: Checkpoints over all namespaces.
         writes: Pending writes over all namespaces.
         blobs: Blobs over all namespaces.
-        extra: The varying part of its heap estimate (``engine.memory``).
+        variable_overhead: The varying part of its heap estimate (``Totals``).
         last_used: Clock reading of the last operation that used the thread.
         created: Creation sequence number, for ``list(None)``'s thread order.
         runs: The runs that created the thread's checkpoints.
@@ -30,12 +32,12 @@ class Thread:
         "blobs",
         "checkpoints",
         "created",
-        "extra",
         "last_used",
         "namespaces",
         "nbytes",
         "runs",
         "thread_id",
+        "variable_overhead",
         "writes",
     )
 
@@ -46,15 +48,22 @@ class Thread:
         self.checkpoints = 0
         self.writes = 0
         self.blobs = 0
-        self.extra = len(thread_id)
+        self.variable_overhead = len(thread_id)
         self.last_used = now
         self.created = created
         self.runs: set[str] = set()
 
     @property
     def totals(self) -> Totals:
-        """The kept counters, as one value (``extra`` aside: ``engine.check`` recounts it). Runtime complexity: O(1)."""
+        """The kept counters, as one value (``variable_overhead`` aside: ``engine.check`` recounts it).
+
+        Runtime complexity: O(1).
+        """
         return Totals(self.nbytes, self.checkpoints, self.writes, self.blobs, len(self.namespaces))
+
+    def newest_id(self) -> str | None:
+        """The greatest checkpoint id over its namespaces. Runtime complexity: O(namespaces)."""
+        return max((space.ids[-1] for space in self.namespaces.values() if space.ids), default=None)
 
     def recount(self) -> Totals:
         """Totals recomputed from the namespaces. Runtime complexity: O(size)."""

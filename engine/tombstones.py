@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 from .records import text_size
 
+__all__ = ["DroppedThread", "Tombstones"]
+
 
 @dataclass(frozen=True, slots=True)
 class DroppedThread:
-    """Why and when a thread left the store: what a tombstone holds and what ``on_evict`` is told.
+    """Why and when a thread left the store: what a tombstone holds and what ``on_drop`` is told.
 
     Attributes:
         thread_id: The thread.

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Totals"]
+
 
 @dataclass(frozen=True, slots=True)
 class Totals:
     """An immutable set of counters: recounts for ``check()``, and what a planned removal frees.
 
     Stored threads and the store keep the same counters as plain integer
-    attributes, updated inline by each transaction; a ``Totals`` is never
-    mutated.
+    attributes, updated inline by each write transaction and through
+    ``State.apply`` / ``State.release`` elsewhere; a ``Totals`` is never mutated.
+
+    Attributes:
+        nbytes: Counted payload bytes.
+        checkpoints: Checkpoints.
+        writes: Pending writes.
+        blobs: Channel values.
+        namespaces: Namespaces.
+        variable_overhead: The part of the heap estimate that varies with the
+            objects' contents (identifier text, version slots, value containers;
+            ``engine.memory``); the fixed part per object follows from the counts.
     """
 
     nbytes: int = 0
@@ -19,7 +31,7 @@ class Totals:
     writes: int = 0
     blobs: int = 0
     namespaces: int = 0
-    extra: int = 0  # the varying part of the heap estimate (engine.memory)
+    variable_overhead: int = 0
 
     def plus(self, other: Totals) -> Totals:
         """The sum of both. Runtime complexity: O(1)."""
@@ -29,5 +41,5 @@ class Totals:
             self.writes + other.writes,
             self.blobs + other.blobs,
             self.namespaces + other.namespaces,
-            self.extra + other.extra,
+            self.variable_overhead + other.variable_overhead,
         )

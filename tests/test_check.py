@@ -90,9 +90,12 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Store], None]]] = {
     "snapshot cache": ("snapshot cache", lambda s: s.exports.__setitem__("ghost", s.exports["a"])),
     "memory: a thread": (
         "memory: thread 'a' keeps",
-        lambda s: setattr(s.threads["a"], "extra", s.threads["a"].extra + 1),
+        lambda s: setattr(s.threads["a"], "variable_overhead", s.threads["a"].variable_overhead + 1),
     ),
-    "memory: the store": ("memory: the store keeps", lambda s: setattr(s, "extra", s.extra + 1)),
+    "memory: the store": (
+        "memory: the store keeps",
+        lambda s: setattr(s, "variable_overhead", s.variable_overhead + 1),
+    ),
     "limits: memory": ("limits: max_memory_bytes exceeded", lambda s: _limit(s, max_memory_bytes=1_000)),
     "known channels": ("known channels", lambda s: s.known_channels.add("bad\x00name")),
     "limits: namespaces": (

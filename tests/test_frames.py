@@ -87,4 +87,4 @@ def test_the_count_sees_our_frames() -> None:
     ours = BoundedInMemorySaver(config=saver.InMemoryCheckpointConfig(max_threads=1))
     ours.put(config("first"), make_checkpoint({"a": 1}), {}, {"a": 1})
     entered = frames_of_ours(lambda: ours.put(config("second"), make_checkpoint({"a": 1}), {}, {"a": 1}))
-    assert entered["make_room"] == 1 and entered["remove"] == 1, entered
+    assert entered["make_room"] == 1 and entered["drop"] == 1, entered

@@ -2,7 +2,7 @@
 
 Checkpoints go in through the store's own write transaction (which appends an id
 that sorts last and places any other), come out through ``plan_removal`` and
-``carry_out``; every read agrees with the dict and ``check()`` passes after every change.
+``State.remove_checkpoints``; every read agrees with the dict and ``check()`` passes after every change.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from langgraph.checkpoint.bounded.engine import Store, StoreLimits
-from langgraph.checkpoint.bounded.engine.lineage import carry_out, plan_removal
+from langgraph.checkpoint.bounded.engine.lineage import plan_removal
 from langgraph.checkpoint.bounded.engine.namespace import Namespace
 from langgraph.checkpoint.bounded.engine.records import CheckpointRecord
 
@@ -45,7 +45,11 @@ class IndexMachine(RuleBasedStateMachine):
         if len(self.oracle) < 2:
             return  # an emptied namespace leaves its thread; keep one checkpoint
         doomed = data.draw(st.sets(st.sampled_from(sorted(self.oracle)), max_size=len(self.oracle) - 1))
-        removed = {r.checkpoint_id: r for r in carry_out(self.space, plan_removal(self.space, doomed))}
+        before = dict(self.space.records)
+        self.store.remove_checkpoints(self.store.threads["t"], "", plan_removal(self.space, doomed))
+        removed = {
+            checkpoint_id: record for checkpoint_id, record in before.items() if checkpoint_id not in self.space.records
+        }
         assert removed == {checkpoint_id: self.oracle.pop(checkpoint_id) for checkpoint_id in doomed}
 
     @rule(before=st.one_of(st.none(), ids, st.just("id-"), st.just("id-99")))
@@ -61,6 +65,7 @@ class IndexMachine(RuleBasedStateMachine):
             return
         space = self.space
         space.check()
+        self.store.check()
         ordered = sorted(self.oracle)
         assert space.ids == ordered
         assert space.records == self.oracle

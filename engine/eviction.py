@@ -1,0 +1,195 @@
+"""Threads leaving the store for a limit: idle expiry, eviction to make room, and refusal of their late writes.
+
+Reached from a store transaction through one inline test each, only when there
+is work to do: expiry when ``next_expiry`` has passed, ``make_room`` when a write
+would pass ``max_threads``, ``max_total_bytes`` or ``max_memory_bytes``,
+``refuse_continuation`` when the thread has a tombstone. A thread leaves whole:
+its tombstone is kept (``engine.tombstones``) and, with a hook, its export is
+queued for ``on_drop`` (``engine.hooks``).
+
+Everything here runs with the store's lock held (``engine.store`` takes it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from . import memory
+from .errors import CheckpointCapacityError, ThreadEvictedError
+from .export import ThreadExport
+from .namespace import Namespace
+from .state import State
+from .thread import Thread
+from .tombstones import DroppedThread
+
+__all__ = [
+    "EXPIRY_BUDGET",
+    "TOMBSTONE_SHARE",
+    "drop",
+    "expire",
+    "expire_oldest",
+    "make_room",
+    "refuse_continuation",
+]
+
+EXPIRY_BUDGET = 5
+"""Idle threads one operation removes at most: those it names first, then the oldest."""
+
+TOMBSTONE_SHARE = 16
+"""Under ``max_memory_bytes``, tombstones keep at most this fraction of it (the oldest go first)."""
+
+
+# --- expiry ------------------------------------------------------------------------------------------
+
+
+def expire(state: State, now: float, *touched: str | None) -> None:
+    """Remove the threads an operation names if they have expired (lazily), then the oldest idle
+    threads (actively), ``EXPIRY_BUDGET`` in all; then reset ``next_expiry``.
+
+    Runtime complexity: O(EXPIRY_BUDGET) threads removed, each O(namespaces +
+    runs), plus its export when a hook is set.
+    """
+    ttl = state.limits.idle_ttl_seconds
+    threads = state.threads
+    removed = 0
+    for thread_id in touched:
+        thread = None if thread_id is None else threads.get(thread_id)
+        if thread is not None and now - thread.last_used >= ttl:
+            _expire_one(state, thread, ttl, now)
+            removed += 1
+    expire_oldest(state, now, EXPIRY_BUDGET - removed)
+
+
+def expire_oldest(state: State, now: float, budget: int) -> int:
+    """Remove at most ``budget`` expired threads from the front of the LRU order, then reset
+    ``next_expiry``; return how many went.
+
+    Runtime complexity: O(budget) threads removed, each O(namespaces + runs), plus its export
+    when a hook is set: LRU order is idle order, so expired threads are at the front.
+    """
+    ttl = state.limits.idle_ttl_seconds
+    threads = state.threads
+    removed = 0
+    while threads and removed < budget:
+        oldest = next(iter(threads.values()))
+        if now - oldest.last_used < ttl:
+            break
+        _expire_one(state, oldest, ttl, now)
+        removed += 1
+    state.next_expiry = next(iter(threads.values())).last_used + ttl if threads else math.inf
+    return removed
+
+
+def _expire_one(state: State, thread: Thread, ttl: float, now: float) -> None:
+    drop(state, thread, "idle_ttl_seconds", ttl, now)
+    state.expired += 1
+
+
+# --- eviction -------------------------------------------------------------------------------------------
+
+
+def make_room(
+    state: State,
+    growth: int,
+    footprint: int,
+    keep: Sequence[Thread],
+    thread_id: str,
+    now: float,
+    adds_thread: bool,
+) -> None:
+    """Remove least-recently-used threads, never those in ``keep``, so that the store can
+    grow by ``growth`` payload bytes, ``footprint`` bytes of heap estimate and one thread
+    if ``adds_thread``; or refuse.
+
+    Feasibility is decided first: a refusal evicts nobody. An idle thread past
+    its TTL taken on the way counts as expired, not evicted. Under
+    ``max_memory_bytes``, once no other thread is left, the oldest tombstones go
+    too (each eviction leaves one, and they hold memory).
+
+    Raises:
+        CheckpointCapacityError: ``max_total_bytes``, ``max_memory_bytes`` or
+            ``max_threads`` cannot be met even with every other thread gone.
+
+    Runtime complexity: O(len(keep)) to decide feasibility; then O(len(keep))
+    per thread removed, each O(namespaces + runs) plus its export when a hook
+    is set, and O(1) per tombstone shed.
+    """
+    limits = state.limits
+    kept = sum(thread.nbytes for thread in keep) + growth
+    if kept > limits.max_total_bytes:
+        raise CheckpointCapacityError("max_total_bytes", limits.max_total_bytes, kept, thread_id=thread_id)
+    kept_memory = sum(memory.of_thread(thread) for thread in keep) + footprint
+    if kept_memory > limits.max_memory_bytes:
+        raise CheckpointCapacityError("max_memory_bytes", limits.max_memory_bytes, kept_memory, thread_id=thread_id)
+    if adds_thread and len(keep) + 1 > limits.max_threads:
+        raise CheckpointCapacityError("max_threads", limits.max_threads, len(keep) + 1, thread_id=thread_id)
+    threads = state.threads
+    ttl = limits.idle_ttl_seconds
+    while True:
+        if adds_thread and len(threads) + 1 > limits.max_threads:
+            limit = "max_threads"
+        elif state.nbytes + growth > limits.max_total_bytes:
+            limit = "max_total_bytes"
+        elif state.memory_limited and state.memory_bytes() + footprint > limits.max_memory_bytes:
+            limit = "max_memory_bytes"
+        else:
+            return
+        victim = next((thread for thread in threads.values() if thread not in keep), None)
+        if victim is None:  # only tombstones are left to shed: the memory they hold
+            if state.tombstones.forget_oldest():
+                continue
+            return  # unreachable: the feasibility test above counted everything that stays
+        if now - victim.last_used >= ttl:
+            _expire_one(state, victim, ttl, now)
+        elif limit == "max_threads":
+            drop(state, victim, limit, limits.max_threads, now)
+            state.evicted_for_threads += 1
+        elif limit == "max_total_bytes":
+            drop(state, victim, limit, limits.max_total_bytes, now)
+            state.evicted_for_bytes += 1
+        else:
+            drop(state, victim, limit, limits.max_memory_bytes, now)
+            state.evicted_for_memory += 1
+
+
+def drop(state: State, thread: Thread, limit: str, limit_value: float, now: float) -> None:
+    """Evict or expire a thread whole: leave a tombstone, queue its announcement, unlink it.
+
+    Runtime complexity: O(namespaces + runs), plus its export when a hook is set.
+    """
+    record = DroppedThread(thread.thread_id, limit, limit_value, now, thread.newest_id())
+    tombstones = state.tombstones
+    tombstones.remember(record)
+    if state.memory_limited:  # tombstones may hold a sixteenth of the memory limit, no more
+        while memory.of_tombstones(tombstones) > state.limits.max_memory_bytes / TOMBSTONE_SHARE:
+            tombstones.forget_oldest()
+    if state.announcements.hook is not None:
+        state.announcements.queue.append((record, ThreadExport.of(thread)))
+    state.unlink(thread)
+
+
+# --- writes that continue a dropped thread -----------------------------------------------------------------
+
+
+def refuse_continuation(state: State, thread_id: str, space: Namespace, continues: str | None, now: float) -> bool:
+    """Refuse a write that continues a checkpoint of a thread since evicted or expired.
+
+    Returns True when the write starts the thread afresh (its tombstone may go
+    once the write is stored).
+
+    Raises:
+        ThreadEvictedError: The write continues the dropped thread's state.
+
+    Runtime complexity: O(1).
+    """
+    record = state.tombstones.records[thread_id]
+    if not record.continued_by(continues) or continues in space.records:
+        return True
+    raise ThreadEvictedError(
+        record.limit,
+        record.limit_value,
+        thread_id=thread_id,
+        checkpoint_id=continues or "",
+        seconds_ago=now - record.dropped_at,
+    )

@@ -1,0 +1,122 @@
+"""Removals a caller asks for: a thread, every thread, the checkpoints of runs, or all but the latest.
+
+Unlike eviction and expiry (``engine.eviction``), these leave no tombstone and
+are not announced: the caller wanted the data gone. Deleting a thread forgets
+its tombstone, so a new run on that id is not mistaken for a late write.
+``delete_runs`` and ``prune`` keep every ancestor that a surviving checkpoint
+needs to rebuild a delta channel (``lineage.required_ancestors``).
+
+Everything here runs with the store's lock held (``engine.store`` takes it).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from . import identifiers
+from .lineage import plan_removal, required_ancestors
+from .state import State
+from .thread import Thread
+
+__all__ = ["clear", "delete_runs", "delete_thread", "prune"]
+
+
+def delete_thread(state: State, thread_id: str) -> bool:
+    """Remove a thread whole, and its tombstone; return whether it was stored.
+
+    Runtime complexity: O(runs of the thread) plus freeing its objects; no other thread is visited.
+    """
+    state.tombstones.forget(thread_id)
+    thread = state.threads.get(thread_id)
+    if thread is None:
+        identifiers.check_identifier("thread_id", thread_id, state.limits)
+        return False
+    state.unlink(thread)
+    return True
+
+
+def clear(state: State) -> None:
+    """Remove every thread and tombstone (not counted as eviction).
+
+    Runtime complexity: O(1) bookkeeping plus freeing everything.
+    """
+    state.threads = OrderedDict()
+    state.runs = {}
+    state.nbytes = state.checkpoints = state.writes = state.blobs = state.namespaces = 0
+    state.variable_overhead = 0
+    state.next_expiry = float("inf")
+    state.tombstones.clear()
+    if state.exports is not None:
+        state.exports, state.changed = {}, set()  # the next snapshot holds no thread
+
+
+def delete_runs(state: State, run_ids: Iterable[str]) -> int:
+    """Remove the checkpoints created by these runs, with their writes; return how many went.
+
+    An ancestor that a surviving checkpoint needs to rebuild a delta channel is
+    kept. Blobs no surviving checkpoint references are freed; a thread left
+    empty leaves the store.
+
+    Runtime complexity: O(size of the threads holding those runs), with a
+    factor d * C for d delta channels and C channels per checkpoint
+    (``lineage.required_ancestors``), and each thread's runs recounted once; no
+    other thread is visited.
+    """
+    runs = set(run_ids)
+    holders = sorted(set().union(*(state.runs.get(run, ()) for run in runs)))
+    removed = 0
+    for thread_id in holders:
+        thread = state.threads[thread_id]
+        runs_changed = False
+        for name, space in list(thread.namespaces.items()):
+            doomed = {cid for cid, record in space.records.items() if record.run_id in runs}
+            if not doomed:
+                continue
+            survivors = [record for cid, record in space.records.items() if cid not in doomed]
+            doomed -= required_ancestors(space, survivors)
+            removal = plan_removal(space, doomed)
+            runs_changed |= state.remove_checkpoints(thread, name, removal)
+            removed += len(removal.checkpoint_ids)
+        _settle(state, thread, runs_changed)
+    return removed
+
+
+def prune(state: State, thread_ids: Sequence[str], *, keep_latest: bool) -> None:
+    """Keep only the latest checkpoint of each namespace (and what it needs), or delete the threads.
+
+    With ``keep_latest``, the latest checkpoint of each namespace is kept with
+    its writes and every ancestor it needs to rebuild a delta channel; the rest
+    goes, and so do blobs nothing kept references. Otherwise each thread is
+    deleted as ``delete_thread`` does. The ids were checked by the caller.
+
+    Runtime complexity: O(size of the named threads), with a factor d * C for
+    d delta channels and C channels per checkpoint (``required_ancestors``),
+    and each thread's runs recounted once.
+    """
+    for thread_id in thread_ids:
+        if not keep_latest:
+            delete_thread(state, thread_id)
+            continue
+        thread = state.threads.get(thread_id)
+        if thread is None:
+            continue
+        runs_changed = False
+        for name, space in list(thread.namespaces.items()):
+            latest = space.latest()
+            if latest is None:
+                continue
+            keep = required_ancestors(space, [latest])
+            keep.add(latest.checkpoint_id)
+            removal = plan_removal(space, [cid for cid in space.ids if cid not in keep])
+            if removal.checkpoint_ids:
+                runs_changed |= state.remove_checkpoints(thread, name, removal)
+        _settle(state, thread, runs_changed)
+
+
+def _settle(state: State, thread: Thread, runs_changed: bool) -> None:
+    """After removals from a thread: unlink it if emptied, else recount its runs if they changed."""
+    if not thread.namespaces:
+        state.unlink(thread)
+    elif runs_changed:
+        state.reindex_runs(thread)
