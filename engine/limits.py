@@ -48,7 +48,7 @@ class StoreLimits:
     ``on_namespace_limit`` says what ``max_namespaces_per_thread`` does:
     ``"reject"`` an additional namespace (the reference behaviour), or
     ``"prune_oldest"``: drop the thread's least recently written completed
-    subgraph namespaces whole (see ``engine.policy.plan_namespaces``).
+    subgraph namespaces whole (see ``engine.pruning.plan_namespaces``).
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused

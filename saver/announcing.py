@@ -2,7 +2,11 @@
 
 The engine queues each thread it evicts or expires (``engine.hooks``); the
 saver method whose call dropped it delivers the queue once the engine has
-released its lock, one announcement at a time, in drop order:
+released its lock, one announcement at a time, in drop order. Every method that
+can drop threads is wrapped by ``announces`` (sync) or ``announces_async``
+(async): that is the one place delivery happens. An async method that runs a
+sync body calls the body unwrapped (``unannounced``), so the sync delivery never
+runs on its event loop:
 
 * from a sync method, in the calling thread (an ``async def`` hook runs to
   completion on an event loop of its own);
@@ -22,22 +26,25 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar, cast
 
+from .engine import Store
 from .engine.hooks import Announcements, delivering
 
 __all__ = [
     "TURN_WAIT_SECONDS",
+    "HoldsStore",
+    "announces",
+    "announces_async",
     "deliver",
     "deliver_async",
     "is_async_hook",
+    "unannounced",
 ]
-
-deferred: ContextVar[bool] = ContextVar("deferred", default=False)
-"""Set by an async method around the sync call it makes: that call leaves its announcements to it."""
 
 TURN_WAIT_SECONDS = 0.001
 """How often an async delivery looks again for its turn while another delivery is under way."""
@@ -49,13 +56,86 @@ def is_async_hook(hook: object) -> bool:
     return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(call)
 
 
-def deliver(announcements: Announcements) -> None:
-    """Deliver from a sync caller, in its thread, unless an async method is the caller (``deferred``).
+class HoldsStore(Protocol):
+    """What a method ``announces`` wraps belongs to: an object with the engine's store."""
+
+    store: Store
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def announces(method: Method) -> Method:
+    """Wrap a sync method (or generator method) so that, once it returns (or the generator
+    closes), the threads its call dropped are delivered (``deliver``).
+
+    The wrapper is the method's one extra frame; the wrapped body stays reachable
+    through ``unannounced``. Runtime complexity: the hook's, per thread announced.
+    """
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: HoldsStore, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from method(self, *args, **kwargs)
+            finally:  # also when the caller stops early
+                if self.store.announcements.queue:
+                    deliver(self.store.announcements)
+
+        return cast(Method, generator)
+
+    @functools.wraps(method)
+    def call(self: HoldsStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            if self.store.announcements.queue:
+                deliver(self.store.announcements)
+
+    return cast(Method, call)
+
+
+def announces_async(method: Method) -> Method:
+    """Wrap an async method (or async generator method) so that the threads its call dropped are
+    delivered without blocking the event loop (``deliver_async``).
 
     Runtime complexity: the hook's, per thread announced.
     """
-    if deferred.get():
-        return
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def generator(self: HoldsStore, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            try:
+                async for item in method(self, *args, **kwargs):
+                    yield item
+            finally:  # also when the caller stops early
+                if self.store.announcements.queue:
+                    await deliver_async(self.store.announcements)
+
+        return cast(Method, generator)
+
+    @functools.wraps(method)
+    async def call(self: HoldsStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            if self.store.announcements.queue:
+                await deliver_async(self.store.announcements)
+
+    return cast(Method, call)
+
+
+def unannounced(method: Method) -> Method:
+    """The body of a method ``announces`` wrapped, which delivers nothing: for an async twin that
+    runs the sync body and delivers asynchronously itself. Runtime complexity: O(1)."""
+    return cast(Method, method.__dict__["__wrapped__"])  # set by functools.wraps
+
+
+def deliver(announcements: Announcements) -> None:
+    """Deliver from a sync caller, in its thread.
+
+    Runtime complexity: the hook's, per thread announced.
+    """
     hook = announcements.hook
     on_a_loop = _running_loop() is not None  # waiting for the turn here would block that loop's delivery
     if is_async_hook(hook):

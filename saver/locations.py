@@ -29,8 +29,10 @@ def normalize_id(field: str, value: object) -> str:
     Raises:
         ValueError: ``value`` is another type (``None`` and ``bool`` included).
     """
-    if type(value) is str or isinstance(value, str):
+    if type(value) is str:
         return value
+    if isinstance(value, str):
+        return str.__str__(value)  # the same text as an exact str (a subclass's hash or __eq__ could be anything)
     if isinstance(value, UUID) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
     raise ValueError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
@@ -82,9 +84,11 @@ def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
 def namespace_of(section: Mapping[str, Any]) -> str | None:
     """``checkpoint_ns`` of a configurable section, or None when absent."""
     namespace = section.get("checkpoint_ns")
-    if namespace is not None and not isinstance(namespace, str):
+    if namespace is None or type(namespace) is str:
+        return namespace
+    if not isinstance(namespace, str):
         raise ValueError(f"checkpoint_ns must be a string, got {type(namespace).__name__}")
-    return namespace
+    return str.__str__(namespace)
 
 
 def checkpoint_id_of(section: Mapping[str, Any]) -> str | None:
@@ -94,4 +98,4 @@ def checkpoint_id_of(section: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(checkpoint_id, str):
         raise ValueError(f"checkpoint_id must be a string, got {type(checkpoint_id).__name__}")
-    return checkpoint_id
+    return str.__str__(checkpoint_id)

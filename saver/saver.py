@@ -32,7 +32,6 @@ from .background import Periodic
 from .config import InMemoryCheckpointConfig
 from .engine import (
     ChannelHistory,
-    CheckpointCapacityError,
     CheckpointRef,
     CheckpointView,
     Store,
@@ -81,7 +80,7 @@ class BoundedInMemorySaver(
     The runtime costs stated by the methods leave out two things a call may add
     when they are due: the lazy expiry of idle threads (see ``engine.Store``),
     and handing the threads that call dropped to ``on_evict`` in the calling
-    thread (the hook's cost per thread; see ``saver.announcing``).
+    thread (the hook's cost per thread; see ``announcing``).
 
     Args:
         config: Limits and settings; the reference defaults if omitted.
@@ -224,32 +223,22 @@ class BoundedInMemorySaver(
         parsed = snapshot.read(path, snapshot.signing_key(config.snapshot_key), allow_unsigned=allow_unsigned)
         quiet = replace(config, autosave_path=None, purge_interval_seconds=None)  # no background work while loading
         saver = cls(config=quiet, serde=serde, clock=clock)
-        for export, _ in parsed.threads:  # every thread, restorable or not, before any is restored
-            try:
-                payload_tags.check_export(export, saver.serde)
-            except payload_tags.PayloadTagError as error:
-                raise snapshot.SnapshotError(f"snapshot refused, nothing loaded: {error}") from error
-        report = LoadReport()
-        since_save = max(0.0, time.time() - parsed.saved_at)  # wall time: monotonic clocks end with the process
-        for export, idle_at_save in parsed.threads:
-            idle = idle_at_save + since_save
-            if idle >= config.idle_ttl_seconds:
-                report.expired.append(export.thread_id)
-                continue
-            try:
-                saver.store.import_thread(export, idle_seconds=idle)
-                report.loaded.append(export.thread_id)
-            except (CheckpointCapacityError, ValueError) as error:
-                report.rejected[export.thread_id] = str(error)
-        present = set(saver.store.thread_ids())
-        report.evicted = [thread_id for thread_id in report.loaded if thread_id not in present]
-        report.loaded = [thread_id for thread_id in report.loaded if thread_id in present]
-        saver.load_report = report
+        saver._restore(parsed)
         saver.config = config
-        if saver.store.announcements.queue:  # threads that did not fit were evicted while restoring
-            announcing.deliver(saver.store.announcements)
         saver.resume()
         return saver
+
+    @announcing.announces
+    def _restore(self, parsed: snapshot.Snapshot) -> None:
+        """Restore a verified snapshot into this saver's empty store (``snapshot.restore``), keeping the report;
+        threads that did not fit were evicted while restoring, and are delivered to ``on_evict``."""
+        serde = self.serde
+        self.load_report = snapshot.restore(
+            self.store,
+            parsed,
+            self.config.idle_ttl_seconds,
+            lambda export: payload_tags.check_export(export, serde),
+        )
 
     # --- observation and maintenance ------------------------------------------------------
 
@@ -260,6 +249,7 @@ class BoundedInMemorySaver(
         """
         return self.store.stats()
 
+    @announcing.announces
     def purge_expired(self) -> int:
         """Remove every thread idle for ``idle_ttl_seconds``; return how many.
 
@@ -269,16 +259,13 @@ class BoundedInMemorySaver(
 
         Runtime complexity: O(expired threads).
         """
-        try:
-            return self.store.purge_expired()
-        finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+        return self.store.purge_expired()
 
     def clear(self) -> None:
         """Remove every thread (not announced to ``on_evict``). Runtime complexity: O(1) plus freeing them."""
         self.store.clear()
 
+    @announcing.announces
     def export_thread(self, thread_id: str) -> ThreadExport | None:
         """Everything a thread holds (all namespaces, checkpoints, metadata, writes,
         blobs), still serialized, or None if it is not stored or has expired
@@ -286,12 +273,9 @@ class BoundedInMemorySaver(
 
         Runtime complexity: O(size of the thread).
         """
-        try:
-            return self.store.export_thread(normalize_id("thread_id", thread_id))
-        finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+        return self.store.export_thread(normalize_id("thread_id", thread_id))
 
+    @announcing.announces
     def import_thread(self, export: ThreadExport, thread_id: str | None = None) -> None:
         """Store an export made by ``export_thread`` (or given to ``on_evict``).
 
@@ -313,11 +297,7 @@ class BoundedInMemorySaver(
         """
         target = None if thread_id is None else normalize_id("thread_id", thread_id)
         payload_tags.check_export(export, self.serde)
-        try:
-            self.store.import_thread(export, target)
-        finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+        self.store.import_thread(export, target)
 
     def check(self) -> None:
         """Assert the engine's invariants (for tests and post-mortems).
@@ -328,21 +308,18 @@ class BoundedInMemorySaver(
 
     # --- reads ---------------------------------------------------------------------------------
 
+    @announcing.announces
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint a config names, or the latest of its thread and namespace.
 
         Runtime complexity: O(1) to find it, O(c + w log w) to read its c channel
         values and w pending writes, plus deserializing them.
         """
-        store = self.store
         thread_id, namespace, checkpoint_id = locate(config)
-        try:
-            view = store.get(thread_id, namespace, checkpoint_id)
-        finally:
-            if store.announcements.queue:
-                announcing.deliver(store.announcements)
+        view = self.store.get(thread_id, namespace, checkpoint_id)
         return None if view is None else codec.decode_view(self.serde, view)
 
+    @announcing.announces
     def list(
         self,
         config: RunnableConfig | None,
@@ -371,13 +348,10 @@ class BoundedInMemorySaver(
         ``config=None``) is listed under one hold of the lock and its metadata
         deserialized.
         """
-        try:
-            for view, metadata in self._listed(config, filter, before, limit):
-                yield codec.decode_view(self.serde, view, metadata)
-        finally:  # also when the caller stops early
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+        for view, metadata in self._listed(config, filter, before, limit):
+            yield codec.decode_view(self.serde, view, metadata)
 
+    @announcing.announces
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -388,19 +362,15 @@ class BoundedInMemorySaver(
 
         Runtime complexity: O(a * (r * C + w log w)) for a ancestors walked, r
         channels asked for, C channels per checkpoint and w writes per ancestor
-        (``engine.lineage.delta_history``), plus deserializing what is found.
+        (``engine.lineage.channel_history``), plus deserializing what is found.
         """
         if not channels:
             return {}
-        try:
-            histories = self._delta_histories(config, channels)
-        finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
-        return codec.decode_histories(self.serde, histories)
+        return codec.decode_histories(self.serde, self._delta_histories(config, channels))
 
     # --- writes ----------------------------------------------------------------------------------
 
+    @announcing.announces
     def put(
         self,
         config: RunnableConfig,
@@ -419,22 +389,24 @@ class BoundedInMemorySaver(
         move); plus, when it happens, the eviction or expiry of other threads
         (``engine.Store.put_checkpoint``).
         """
-        store = self.store
-        try:
+        # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
+        section = config.get("configurable") if type(config) is dict else None
+        if (
+            type(section) is dict
+            and type(thread_id := section.get("thread_id")) is str
+            and type(namespace := section.get("checkpoint_ns", "")) is str
+            and ((parent_id := section.get("checkpoint_id")) is None or type(parent_id) is str)
+        ):
+            parent_id = parent_id or None
+        else:
             thread_id, namespace, parent_id = locate(config)
-            record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
-            store.put_checkpoint(thread_id, namespace, record, blobs)
-            return {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": namespace,
-                    "checkpoint_id": record.checkpoint_id,
-                }
-            }
-        finally:
-            if store.announcements.queue:
-                announcing.deliver(store.announcements)
+        record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+        self.store.put_checkpoint(thread_id, namespace, record, blobs)
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}
+        }
 
+    @announcing.announces
     def put_writes(
         self,
         config: RunnableConfig,
@@ -452,16 +424,21 @@ class BoundedInMemorySaver(
         they happen, the eviction or expiry of other threads and the pruning of
         a namespace (``engine.Store.put_writes``).
         """
-        store = self.store
-        try:
+        # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
+        section = config.get("configurable") if type(config) is dict else None
+        if (
+            type(section) is dict
+            and type(thread_id := section.get("thread_id")) is str
+            and type(namespace := section.get("checkpoint_ns", "")) is str
+            and ((checkpoint_id := section.get("checkpoint_id")) is None or type(checkpoint_id) is str)
+        ):
+            checkpoint_id = checkpoint_id or None
+        else:
             thread_id, namespace, checkpoint_id = locate(config)
-            if checkpoint_id is None:
-                raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
-            records = codec.encode_writes(self.serde, writes, task_id, task_path)
-            store.put_writes(thread_id, namespace, checkpoint_id, records)
-        finally:
-            if store.announcements.queue:
-                announcing.deliver(store.announcements)
+        if checkpoint_id is None:
+            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        records = codec.encode_writes(self.serde, writes, task_id, task_path)
+        self.store.put_writes(thread_id, namespace, checkpoint_id, records)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
@@ -483,6 +460,7 @@ class BoundedInMemorySaver(
         """
         self.store.delete_runs(normalize_ids("run_ids", run_ids))
 
+    @announcing.announces
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of a thread, all namespaces, to another.
 
@@ -497,11 +475,7 @@ class BoundedInMemorySaver(
         """
         source = normalize_id("source_thread_id", source_thread_id)
         target = normalize_id("target_thread_id", target_thread_id)
-        try:
-            self.store.copy_thread(source, target)
-        finally:
-            if self.store.announcements.queue:
-                announcing.deliver(self.store.announcements)
+        self.store.copy_thread(source, target)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` per namespace, or ``"delete"`` them.
@@ -540,19 +514,16 @@ class BoundedInMemorySaver(
     # Engine work is short and bounded, so it runs on the event loop. Serializing
     # or deserializing a large payload does not: above `async_offload_bytes` it
     # moves to a worker thread (see saver.offload for why and how it is measured).
-    # Dropped threads are announced without blocking the loop (saver.announcing).
+    # Dropped threads are announced without blocking the loop (announcing.announces_async).
 
+    @announcing.announces_async
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
-        store = self.store
         thread_id, namespace, checkpoint_id = locate(config)
-        try:
-            view = store.get(thread_id, namespace, checkpoint_id)
-        finally:
-            if store.announcements.queue:
-                await announcing.deliver_async(store.announcements)
+        view = self.store.get(thread_id, namespace, checkpoint_id)
         return None if view is None else await self._decode(view)
 
+    @announcing.announces_async
     async def alist(
         self,
         config: RunnableConfig | None,
@@ -562,28 +533,22 @@ class BoundedInMemorySaver(
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list``; deserializes large checkpoints in a worker thread."""
-        try:
-            for view, metadata in self._listed(config, filter, before, limit):
-                yield await self._decode(view, metadata)
-        finally:  # also when the caller stops early
-            if self.store.announcements.queue:
-                await announcing.deliver_async(self.store.announcements)
+        for view, metadata in self._listed(config, filter, before, limit):
+            yield await self._decode(view, metadata)
 
+    @announcing.announces_async
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        try:
-            histories = self._delta_histories(config, channels)
-        finally:
-            if self.store.announcements.queue:
-                await announcing.deliver_async(self.store.announcements)
+        histories = self._delta_histories(config, channels)
         if codec.history_bytes(histories) > self.config.async_offload_bytes:
             return await asyncio.to_thread(codec.decode_histories, self.serde, histories)
         return codec.decode_histories(self.serde, histories)
 
+    @announcing.announces_async
     async def aput(
         self,
         config: RunnableConfig,
@@ -593,19 +558,14 @@ class BoundedInMemorySaver(
     ) -> RunnableConfig:
         """Async ``put``; serializes large new values in a worker thread."""
         values = checkpoint.get("channel_values", {})
-        token = announcing.deferred.set(True)  # the sync call leaves its announcements to this one
-        try:
-            if (
-                rough_size(values[channel] for channel in new_versions if channel in values)
-                > self.config.async_offload_bytes
-            ):
-                return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-            return self.put(config, checkpoint, metadata, new_versions)
-        finally:
-            announcing.deferred.reset(token)
-            if self.store.announcements.queue:
-                await announcing.deliver_async(self.store.announcements)
+        if (
+            rough_size(values[channel] for channel in new_versions if channel in values)
+            > self.config.async_offload_bytes
+        ):
+            return await asyncio.to_thread(self._put, config, checkpoint, metadata, new_versions)
+        return self._put(config, checkpoint, metadata, new_versions)
 
+    @announcing.announces_async
     async def aput_writes(
         self,
         config: RunnableConfig,
@@ -615,16 +575,10 @@ class BoundedInMemorySaver(
     ) -> None:
         """Async ``put_writes``; serializes large writes in a worker thread."""
         pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
-        token = announcing.deferred.set(True)  # the sync call leaves its announcements to this one
-        try:
-            if rough_size(pairs) > self.config.async_offload_bytes:
-                await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-            else:
-                self.put_writes(config, writes, task_id, task_path)
-        finally:
-            announcing.deferred.reset(token)
-            if self.store.announcements.queue:
-                await announcing.deliver_async(self.store.announcements)
+        if rough_size(pairs) > self.config.async_offload_bytes:
+            await asyncio.to_thread(self._put_writes, config, writes, task_id, task_path)
+        else:
+            self._put_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
@@ -634,19 +588,19 @@ class BoundedInMemorySaver(
         """Async ``delete_for_runs``, in a worker thread: it walks whole threads."""
         await asyncio.to_thread(self.delete_for_runs, run_ids)
 
+    @announcing.announces_async
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``, in a worker thread: it copies a whole thread."""
-        source = normalize_id("source_thread_id", source_thread_id)
-        target = normalize_id("target_thread_id", target_thread_id)
-        try:
-            await asyncio.to_thread(self.store.copy_thread, source, target)
-        finally:
-            if self.store.announcements.queue:
-                await announcing.deliver_async(self.store.announcements)
+        await asyncio.to_thread(self._copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``, in a worker thread: it walks whole threads."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    # The sync bodies the async twins run, without the sync delivery (they deliver asynchronously).
+    _put = announcing.unannounced(put)
+    _put_writes = announcing.unannounced(put_writes)
+    _copy_thread = announcing.unannounced(copy_thread)
 
     # --- internals ----------------------------------------------------------------------------------
 

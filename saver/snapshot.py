@@ -48,13 +48,14 @@ import hmac
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ormsgpack
 
-from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
+from .engine import CheckpointCapacityError, CheckpointRecord, NamespaceExport, Store, ThreadExport, WriteRecord
 
 __all__ = [
     "FORMAT_VERSION",
@@ -71,6 +72,7 @@ __all__ = [
     "parse_body",
     "read",
     "read_header",
+    "restore",
     "signature_matches",
     "signing_key",
     "write_atomically",
@@ -376,6 +378,51 @@ def _namespace_export(space: list[Any]) -> NamespaceExport:
         },
         blobs={(channel, version): None if blob is None else _payload(blob) for channel, version, blob in blobs},
     )
+
+
+# --- restoring ---------------------------------------------------------------------------------
+
+
+def restore(
+    store: Store, snapshot: Snapshot, idle_ttl_seconds: float, check_export: Callable[[ThreadExport], None]
+) -> LoadReport:
+    """Restore a verified snapshot into a store, under its limits; say what happened to each thread.
+
+    Every thread's export is checked first (``check_export`` raises ``ValueError``,
+    the payload tags' check for ``BoundedInMemorySaver.load``); if one is refused,
+    nothing is restored. Threads are restored least recently used first with
+    their idle ages, the wall-clock time since the save included (monotonic
+    clocks end with the process): one idle past ``idle_ttl_seconds`` is not
+    restored; one that does not fit the limits is evicted (LRU) or rejected, as
+    a write would be.
+
+    Raises:
+        SnapshotError: An export is refused; nothing was restored.
+
+    Runtime complexity: O(size of the snapshot), and O(n log n) per thread of n
+    checkpoints restored (its ids are sorted).
+    """
+    for export, _ in snapshot.threads:  # every thread, restorable or not, before any is restored
+        try:
+            check_export(export)
+        except ValueError as error:
+            raise SnapshotError(f"snapshot refused, nothing loaded: {error}") from error
+    report = LoadReport()
+    since_save = max(0.0, time.time() - snapshot.saved_at)
+    for export, idle_at_save in snapshot.threads:
+        idle = idle_at_save + since_save
+        if idle >= idle_ttl_seconds:
+            report.expired.append(export.thread_id)
+            continue
+        try:
+            store.import_thread(export, idle_seconds=idle)
+            report.loaded.append(export.thread_id)
+        except (CheckpointCapacityError, ValueError) as error:
+            report.rejected[export.thread_id] = str(error)
+    present = set(store.thread_ids())
+    report.evicted = [thread_id for thread_id in report.loaded if thread_id not in present]
+    report.loaded = [thread_id for thread_id in report.loaded if thread_id in present]
+    return report
 
 
 # --- files -------------------------------------------------------------------------------------

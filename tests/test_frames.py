@@ -49,13 +49,25 @@ def a_thread_mid_conversation() -> tuple[BoundedInMemorySaver, dict[str, Any], d
     return ours, stored, following
 
 
-def test_a_put_on_an_existing_thread_runs_at_most_ten_frames_of_ours() -> None:
+def test_a_put_on_an_existing_thread_runs_four_frames_of_ours() -> None:
+    """The delivery wrapper, ``put`` (locate's fast path inline), ``encode_checkpoint``, ``Store.put_checkpoint``."""
     ours, stored, following = a_thread_mid_conversation()
     metadata = {"source": "loop", "step": 1, "run_id": "r"}
     new_versions = {"messages": "2.0", "count": "2.0", "branch:to:node": "2.0"}
-    entered = frames_of_ours(lambda: ours.put(stored, following, metadata, new_versions))
-    assert ours.stats().checkpoints == 2, "the put did not happen"
-    assert sum(entered.values()) <= 10, entered
+    first = frames_of_ours(lambda: ours.put(stored, following, metadata, new_versions))
+    assert first["admit_channel"] == 1, first  # "branch:to:node" is new to the store: checked once, off the path
+    after = make_checkpoint({"messages": ["hi", "hello", "bye"], "count": 3}, {"messages": "3.0", "count": "3.0"})
+    entered = frames_of_ours(
+        lambda: ours.put(stored, after, {"step": 2, "run_id": "r"}, {"messages": "3.0", "count": "3.0"})
+    )
+    assert ours.stats().checkpoints == 3, "the puts did not happen"
+    assert sum(entered.values()) == 4, entered
+    assert set(entered) == {
+        "announces.<locals>.call",
+        "BoundedInMemorySaver.put",
+        "encode_checkpoint",
+        "Store.put_checkpoint",
+    }
 
 
 def test_the_frames_of_a_put_do_not_grow_with_its_channels() -> None:
@@ -71,15 +83,21 @@ def test_the_frames_of_a_put_do_not_grow_with_its_channels() -> None:
     wide = frames_of_ours(lambda: put_wide("3.0"))
     few = make_checkpoint({"count": 3}, {"count": "4.0"})
     narrow = frames_of_ours(lambda: ours.put(stored, few, {"step": 2}, {"count": "4.0"}))
-    assert wide == narrow and sum(wide.values()) <= 10
+    assert wide == narrow and sum(wide.values()) == 4
 
 
-def test_a_put_writes_of_two_writes_runs_at_most_eight_frames_of_ours() -> None:
+def test_a_put_writes_of_two_writes_runs_four_frames_of_ours() -> None:
     ours, stored, _ = a_thread_mid_conversation()
     writes = [("messages", ["hello"]), ("count", 2)]
     entered = frames_of_ours(lambda: ours.put_writes(stored, writes, "task-1", "~__pregel_pull, node"))
     assert ours.stats().pending_writes == 2, "the writes were not stored"
-    assert sum(entered.values()) <= 8, entered
+    assert sum(entered.values()) == 4, entered
+    assert set(entered) == {
+        "announces.<locals>.call",
+        "BoundedInMemorySaver.put_writes",
+        "encode_writes",
+        "Store.put_writes",
+    }
 
 
 def test_the_count_sees_our_frames() -> None:

@@ -201,7 +201,7 @@ def test_a_fan_out_under_the_limit_rolls_turn_after_turn(use_async: bool) -> Non
 class Watched(BoundedInMemorySaver):
     """Proves that every rejected put or put_writes changed nothing: each call runs under the store's
     lock (so concurrent workers cannot interleave) between two fingerprints. The async methods
-    call these sync ones, so both paths are watched."""
+    run the sync bodies (``_put``, ``_put_writes``), so both paths are watched."""
 
     rejected_unchanged: list[bool]
 
@@ -219,6 +219,12 @@ class Watched(BoundedInMemorySaver):
 
     def put_writes(self, *args: Any) -> Any:
         return self.watched(super().put_writes, *args)
+
+    def _put(self, *args: Any) -> Any:
+        return self.watched(super()._put, *args)
+
+    def _put_writes(self, *args: Any) -> Any:
+        return self.watched(super()._put_writes, *args)
 
 
 @SYNC_AND_ASYNC

@@ -1,0 +1,170 @@
+"""The deliberate copies on the write path agree with the functions they copy.
+
+Each copy is labelled where it stands ("the rule of identifiers.check_identifier, inline",
+"locations.locate's fast path, inline"). Here the same identifiers, versions, limits and configs
+go through every copy and through the original, and must be accepted or refused alike.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+
+from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import CheckpointRecord, Store, StoreLimits, WriteRecord, identifiers
+from langgraph.checkpoint.bounded.locations import locate
+from tests.helpers import make_checkpoint
+
+
+class Text(str):
+    """A str subclass: the inline rule refuses it (its hash or comparison could be anything)."""
+
+
+LIMITS = StoreLimits(max_identifier_length=8)
+IDENTIFIERS: list[Any] = [
+    "a",
+    "12345678",  # at the length limit
+    "123456789",  # one past it
+    "",
+    "tab\there",
+    "new\nline",
+    "\x00",
+    "caf\u00e9",
+    "\ud800",  # a lone surrogate
+    " ",
+    Text("sub"),
+    7,
+    None,
+    b"bytes",
+    1.5,
+]
+
+
+def check_identifier_accepts(value: Any) -> bool:
+    """The original rule, with the inline copies' one addition: exactly ``str``."""
+    try:
+        identifiers.check_identifier("field", value, LIMITS)
+    except ValueError:
+        return False
+    return type(value) is str
+
+
+def accepted(call: Any) -> bool:
+    try:
+        call()
+    except ValueError:
+        return False
+    return True
+
+
+def record(checkpoint_id: Any, parent_id: Any = None, versions: dict[str, Any] | None = None) -> CheckpointRecord:
+    return CheckpointRecord.of(checkpoint_id, parent_id, ("json", b"{}"), ("json", b"{}"), versions or {})
+
+
+@pytest.mark.parametrize("value", IDENTIFIERS, ids=repr)
+def test_a_new_checkpoint_id_is_checked_as_check_identifier_does(value: Any) -> None:
+    store = Store(LIMITS)
+    assert accepted(lambda: store.put_checkpoint("t", "", record(value), {})) == check_identifier_accepts(value)
+
+
+@pytest.mark.parametrize("value", IDENTIFIERS, ids=repr)
+def test_a_parent_id_is_checked_as_check_identifier_does(value: Any) -> None:
+    store = Store(LIMITS)
+    assert accepted(lambda: store.put_checkpoint("t", "", record("c1", value), {})) == (
+        value is None or check_identifier_accepts(value)
+    )
+
+
+@pytest.mark.parametrize("value", IDENTIFIERS, ids=repr)
+def test_a_writes_checkpoint_id_is_checked_as_check_identifier_does(value: Any) -> None:
+    store = Store(LIMITS)
+    write = WriteRecord.of("task", 0, "c", ("json", b"1"))
+    assert accepted(lambda: store.put_writes("t", "", value, [write])) == check_identifier_accepts(value)
+
+
+@pytest.mark.parametrize("value", IDENTIFIERS, ids=repr)
+def test_a_task_id_is_checked_as_check_identifier_does(value: Any) -> None:
+    store = Store(LIMITS)
+    write = WriteRecord.of(value, 0, "c", ("json", b"1"))
+    assert accepted(lambda: store.put_writes("t", "", "c1", [write])) == check_identifier_accepts(value)
+
+
+@pytest.mark.parametrize("value", [*IDENTIFIERS, 3, -1, 2.5, True], ids=repr)
+def test_a_new_blob_version_is_checked_as_check_version_does(value: Any) -> None:
+    store = Store(LIMITS)
+    expected = accepted(lambda: identifiers.check_version("c", value, LIMITS)) and type(value) in (str, int, float)
+    new = record("c1", None, {"c": value}) if type(value) in (str, int, float) else record("c1")
+    assert accepted(lambda: store.put_checkpoint("t", "", new, {("c", value): ("json", b"1")})) == expected
+
+
+SECTIONS: list[Any] = [
+    {"thread_id": "t"},
+    {"thread_id": "t", "checkpoint_ns": ""},
+    {"thread_id": "t", "checkpoint_ns": "sub:1"},
+    {"thread_id": "t", "checkpoint_id": ""},
+    {"thread_id": "t", "checkpoint_id": None},
+    {"thread_id": "t", "checkpoint_id": "1ef-parent"},
+    {"thread_id": 7},
+    {"thread_id": uuid.UUID(int=5)},
+    {"thread_id": Text("t")},
+    {"thread_id": None},
+    {"thread_id": True},
+    {"checkpoint_ns": ""},
+    {"thread_id": "t", "checkpoint_ns": None},
+    {"thread_id": "t", "checkpoint_ns": 5},
+    {"thread_id": "t", "checkpoint_id": 5},
+    {"thread_id": "t", "checkpoint_id": Text("1ef-parent")},
+    OrderedDict(thread_id="t", checkpoint_id="1ef-parent"),
+]
+CONFIGS: list[Any] = [
+    *({"configurable": section} for section in SECTIONS),
+    OrderedDict(configurable={"thread_id": "t"}),
+    {"configurable": None},
+    {},
+    None,
+    "t",
+]
+
+
+def located(config: Any) -> tuple[str, str, str | None] | type[Exception]:
+    """What ``locate`` finds (always exact ``str``s), or ValueError."""
+    try:
+        found = locate(config)
+    except ValueError:
+        return ValueError
+    assert all(part is None or type(part) is str for part in found), found
+    return found
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_put_locates_as_locate_does(config: Any) -> None:
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=10))
+    expected = located(config)
+    checkpoint = make_checkpoint({"n": 1})
+    try:
+        stored = saver.put(config, checkpoint, {}, {})
+    except ValueError:
+        assert expected is ValueError
+        return
+    assert expected is not ValueError
+    thread_id, namespace, parent_id = expected  # type: ignore[misc]
+    assert stored["configurable"]["thread_id"] == thread_id and stored["configurable"]["checkpoint_ns"] == namespace
+    (ref,) = saver.store.list(thread_id, namespace)
+    assert ref.record.parent_id == parent_id
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=repr)
+def test_put_writes_locates_as_locate_does(config: Any) -> None:
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=10))
+    expected = located(config)
+    try:
+        saver.put_writes(config, [("c", 1)], "task")
+    except ValueError:
+        assert expected is ValueError or expected[2] is None  # type: ignore[index]  # writes need a checkpoint
+        return
+    assert expected is not ValueError
+    thread_id, namespace, checkpoint_id = expected  # type: ignore[misc]
+    assert set(saver.store.threads[thread_id].namespaces[namespace].writes) == {checkpoint_id}
