@@ -5,7 +5,7 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
-from .errors import CheckpointCapacityError, ThreadEvictedError
+from .errors import CheckpointCapacityError, CheckpointRefusedError, ThreadEvictedError
 from .export import NamespaceExport, ThreadExport
 from .limits import KIB, MIB, StoreLimits
 from .reads import CheckpointRef
@@ -20,7 +20,7 @@ from .records import (
 )
 from .stats import StoreStats
 from .store import Store
-from .tombstones import DroppedThread
+from .tombstones import DroppedThread, RefusedCheckpoint
 
 __all__ = [
     "KIB",
@@ -28,12 +28,14 @@ __all__ = [
     "Blob",
     "ChannelHistory",
     "CheckpointCapacityError",
+    "CheckpointRefusedError",
     "CheckpointRecord",
     "CheckpointRef",
     "CheckpointView",
     "DroppedThread",
     "NamespaceExport",
     "Payload",
+    "RefusedCheckpoint",
     "Store",
     "StoreLimits",
     "StoreStats",

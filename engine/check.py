@@ -24,8 +24,8 @@ INVARIANTS = (
     "store totals",  # the store's counters equal the sum of its threads'
     "run index",  # run id -> threads equals what the records say
     "next expiry",  # never later than the least recently used thread's expiry
-    "tombstones",  # at most max_dropped_thread_records, their bytes counted
-    "announcements",  # nothing is queued without a hook
+    "tombstones",  # of dropped threads and refused checkpoints: at most max_dropped_thread_records, bytes counted
+    "announcements",  # nothing is queued without a hook, and the queued exports' memory is counted
     "snapshot cache",  # every cached export is of a stored thread or marked changed
     "memory",  # each thread's and the store's heap estimate equal a recount
     "known channels",  # every remembered channel name is a valid identifier, at most KNOWN_CHANNELS of them
@@ -87,14 +87,18 @@ def check_state(state: State) -> None:
             "next expiry",
             f"{state.next_expiry} is later than the oldest thread's expiry",
         )
-    try:
-        state.tombstones.check()
-    except AssertionError as error:
-        raise AssertionError(f"tombstones: {error}") from None
+    for name, tombstones in (("tombstones", state.tombstones), ("refused checkpoints", state.refusals)):
+        try:
+            tombstones.check()
+        except AssertionError as error:
+            raise AssertionError(f"tombstones: {name}: {error}") from None
+    announcements = state.announcements
+    _require(announcements.hook is not None or not announcements.queue, "announcements", "queued without a hook")
+    queued = sum(drop.nbytes for drop in announcements.queue)
     _require(
-        state.announcements.hook is not None or not state.announcements.queue,
+        announcements.queued_bytes == queued,
         "announcements",
-        "drops are queued without a hook",
+        f"queued_bytes is {announcements.queued_bytes}, the queue holds {queued}",
     )
     if state.exports is not None:
         stale = [tid for tid in state.exports if tid not in state.threads and tid not in (state.changed or ())]
@@ -110,7 +114,7 @@ def check_state(state: State) -> None:
     )
     _require(len(state.threads) <= limits.max_threads, "limits", "max_threads exceeded")
     _require(state.nbytes <= limits.max_total_bytes, "limits", "max_total_bytes exceeded")
-    _require(state.memory_bytes() <= limits.max_memory_bytes, "limits", "max_memory_bytes exceeded")
+    _require(state.bounded_memory_bytes() <= limits.max_memory_bytes, "limits", "max_memory_bytes exceeded")
 
 
 def _require(condition: bool, invariant: str, detail: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "CheckpointCapacityError",
+    "CheckpointRefusedError",
     "ThreadEvictedError",
 ]
 
@@ -77,6 +78,36 @@ class ThreadEvictedError(CheckpointCapacityError):
                 f"{seconds_ago:.3g} s before this write, which continues its checkpoint {checkpoint_id!r}: "
                 f"the thread's state is gone, so the write was refused and nothing was changed. "
                 f"Raise {limit} to keep threads this long; a new run on the thread starts afresh."
+            ),
+        )
+
+
+class CheckpointRefusedError(CheckpointCapacityError):
+    """Pending writes for a checkpoint whose put was refused: nothing of that checkpoint is stored.
+
+    Raised instead of keeping writes that no checkpoint will ever hold. Nothing
+    was changed. The refusal of the put was counted in ``stats().rejections``;
+    this one, its consequence, is not counted again.
+
+    Attributes:
+        limit: The limit that refused the checkpoint.
+        limit_value: That limit's value.
+        needed: None.
+        thread_id: The thread.
+        checkpoint_id: The refused checkpoint.
+    """
+
+    def __init__(self, limit: str, limit_value: float, *, thread_id: str, checkpoint_id: str) -> None:
+        self.checkpoint_id = checkpoint_id
+        super().__init__(
+            limit,
+            limit_value,
+            None,
+            thread_id=thread_id,
+            message=(
+                f"pending writes for checkpoint {checkpoint_id!r} of thread {thread_id!r} were refused: the "
+                f"checkpoint's put was refused earlier ({limit}={_number(limit_value)}), so nothing of it is "
+                f"stored. Nothing was changed."
             ),
         )
 

@@ -16,12 +16,12 @@ import math
 from collections.abc import Sequence
 
 from . import memory
-from .errors import CheckpointCapacityError, ThreadEvictedError
+from .errors import CheckpointCapacityError, CheckpointRefusedError, ThreadEvictedError
 from .export import ThreadExport
 from .namespace import Namespace
 from .state import State
 from .thread import Thread
-from .tombstones import DroppedThread
+from .tombstones import DroppedThread, RefusedCheckpoint
 
 __all__ = [
     "EXPIRY_BUDGET",
@@ -30,7 +30,9 @@ __all__ = [
     "expire",
     "expire_oldest",
     "make_room",
+    "refuse_checkpoint",
     "refuse_continuation",
+    "refuse_writes_of_refused",
 ]
 
 EXPIRY_BUDGET = 5
@@ -124,6 +126,8 @@ def make_room(
         raise CheckpointCapacityError("max_memory_bytes", limits.max_memory_bytes, kept_memory, thread_id=thread_id)
     if adds_thread and len(keep) + 1 > limits.max_threads:
         raise CheckpointCapacityError("max_threads", limits.max_threads, len(keep) + 1, thread_id=thread_id)
+    if limits.eviction_grace_seconds > 0:
+        _refuse_unless_room_outside_grace(state, growth, footprint, keep, thread_id, now, adds_thread)
     threads = state.threads
     ttl = limits.idle_ttl_seconds
     while True:
@@ -131,13 +135,13 @@ def make_room(
             limit = "max_threads"
         elif state.nbytes + growth > limits.max_total_bytes:
             limit = "max_total_bytes"
-        elif state.memory_limited and state.memory_bytes() + footprint > limits.max_memory_bytes:
+        elif state.memory_limited and state.bounded_memory_bytes() + footprint > limits.max_memory_bytes:
             limit = "max_memory_bytes"
         else:
             return
         victim = next((thread for thread in threads.values() if thread not in keep), None)
         if victim is None:  # only tombstones are left to shed: the memory they hold
-            if state.tombstones.forget_oldest():
+            if state.tombstones.forget_oldest() or state.refusals.forget_oldest():
                 continue
             return  # unreachable: the feasibility test above counted everything that stays
         if now - victim.last_used >= ttl:
@@ -153,30 +157,105 @@ def make_room(
             state.evicted_for_memory += 1
 
 
+def _refuse_unless_room_outside_grace(
+    state: State,
+    growth: int,
+    footprint: int,
+    keep: Sequence[Thread],
+    thread_id: str,
+    now: float,
+    adds_thread: bool,
+) -> None:
+    """Refuse a write whose room only threads used within ``eviction_grace_seconds`` could give.
+
+    LRU order is recency order, so the threads that may go are a prefix of it:
+    walk it, counting what each would free, until the write fits; meeting a
+    thread inside the grace first means it does not. Tombstones count as
+    freeable memory (they are shed before a refusal). Changes nothing.
+
+    Runtime complexity: O(threads that would be evicted + len(keep) each), the
+    eviction's own order; O(1) when the least recently used thread is in grace.
+    """
+    limits = state.limits
+    grace = limits.eviction_grace_seconds
+    threads_after = len(state.threads) + (1 if adds_thread else 0)
+    nbytes_after = state.nbytes + growth
+    memory_after = state.bounded_memory_bytes() - memory.of_tombstones(state.tombstones, state.refusals) + footprint
+    limit, value = "max_threads", limits.max_threads
+    evictable = 0
+    for thread in state.threads.values():
+        if thread in keep:
+            continue
+        fits = (
+            threads_after <= limits.max_threads
+            and nbytes_after <= limits.max_total_bytes
+            and (not state.memory_limited or memory_after <= limits.max_memory_bytes)
+        )
+        if fits:
+            return
+        if threads_after > limits.max_threads:
+            limit, value = "max_threads", limits.max_threads
+        elif nbytes_after > limits.max_total_bytes:
+            limit, value = "max_total_bytes", limits.max_total_bytes
+        else:
+            limit, value = "max_memory_bytes", limits.max_memory_bytes
+        if now - thread.last_used < grace:
+            break  # this one and every thread after it were used within the grace
+        evictable += 1
+        threads_after -= 1
+        nbytes_after -= thread.nbytes
+        memory_after -= memory.of_thread(thread)
+    else:
+        return  # everything outside the grace can go: the feasibility test already said that is enough
+    in_grace = len(state.threads) - len(keep) - evictable  # every other thread from here on: recency order
+    older = f"the {evictable} used before that are not enough, and " if evictable else ""
+    needed = {"max_threads": threads_after, "max_total_bytes": nbytes_after}.get(limit, memory_after)
+    raise CheckpointCapacityError(
+        limit,
+        value,
+        needed,
+        thread_id=thread_id,
+        hint=(
+            f"The store is full: {older}all {in_grace} other threads were used in the last {grace:g} s "
+            f"(eviction_grace_seconds), and a thread in use is not evicted. Retry later, raise {limit}, "
+            f"or lower eviction_grace_seconds."
+        ),
+    )
+
+
 def drop(state: State, thread: Thread, limit: str, limit_value: float, now: float) -> None:
     """Evict or expire a thread whole: leave a tombstone, queue its announcement, unlink it.
 
     Runtime complexity: O(namespaces + runs), plus its export when a hook is set.
     """
     record = DroppedThread(thread.thread_id, limit, limit_value, now, thread.newest_id())
-    tombstones = state.tombstones
-    tombstones.remember(record)
-    if state.memory_limited:  # tombstones may hold a sixteenth of the memory limit, no more
-        while memory.of_tombstones(tombstones) > state.limits.max_memory_bytes / TOMBSTONE_SHARE:
-            tombstones.forget_oldest()
+    state.tombstones.remember(record)
+    _shed_tombstones(state)
     if state.announcements.hook is not None:
-        state.announcements.queue.append((record, ThreadExport.of(thread)))
+        state.announcements.queue_drop(record, ThreadExport.of(thread), memory.of_thread(thread))
     state.unlink(thread)
+
+
+def _shed_tombstones(state: State) -> None:
+    """Under ``max_memory_bytes``, tombstones may hold a sixteenth of it, no more: the oldest go first."""
+    if state.memory_limited:
+        tombstones, refusals = state.tombstones, state.refusals
+        while memory.of_tombstones(tombstones, refusals) > state.limits.max_memory_bytes / TOMBSTONE_SHARE:
+            if not tombstones.forget_oldest():
+                refusals.forget_oldest()
 
 
 # --- writes that continue a dropped thread -----------------------------------------------------------------
 
 
-def refuse_continuation(state: State, thread_id: str, space: Namespace, continues: str | None, now: float) -> bool:
+def refuse_continuation(state: State, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
     """Refuse a write that continues a checkpoint of a thread since evicted or expired.
 
-    Returns True when the write starts the thread afresh (its tombstone may go
-    once the write is stored).
+    The write is let through when it starts the thread afresh (a checkpoint
+    with no parent, or ids newer than anything the dropped thread held) or
+    continues a checkpoint stored since (the thread's new life). The tombstone
+    stays while the thread lives again, so the previous life's late writes are
+    still refused.
 
     Raises:
         ThreadEvictedError: The write continues the dropped thread's state.
@@ -185,7 +264,7 @@ def refuse_continuation(state: State, thread_id: str, space: Namespace, continue
     """
     record = state.tombstones.records[thread_id]
     if not record.continued_by(continues) or continues in space.records:
-        return True
+        return
     raise ThreadEvictedError(
         record.limit,
         record.limit_value,
@@ -193,3 +272,52 @@ def refuse_continuation(state: State, thread_id: str, space: Namespace, continue
         checkpoint_id=continues or "",
         seconds_ago=now - record.dropped_at,
     )
+
+
+# --- checkpoints whose put was refused ------------------------------------------------------------------
+
+
+def refuse_checkpoint(
+    state: State, thread_id: str, namespace: str, checkpoint_id: object, error: CheckpointCapacityError
+) -> None:
+    """After a ``put`` was refused: its pending writes that came before it go, and a tombstone
+    refuses those that come after (``refuse_writes_of_refused``).
+
+    Writes may arrive before their checkpoint (LangGraph's async durability), so
+    a refused put can leave writes of a checkpoint that will never be stored;
+    removing them is the only change a refusal makes, and a namespace or thread
+    they alone held goes with them. A stored checkpoint whose re-put was refused
+    keeps its writes.
+
+    Runtime complexity: O(writes removed).
+    """
+    limits = state.limits
+    if type(checkpoint_id) is not str or not 0 < len(checkpoint_id) <= limits.max_identifier_length:
+        return  # not a key the store could hold: its writes were refused with it
+    thread = state.threads.get(thread_id)
+    space = None if thread is None else thread.namespaces.get(namespace)
+    if thread is not None and space is not None:
+        if checkpoint_id in space.records:
+            return
+        if checkpoint_id in space.writes:
+            state.remove_writes(thread, namespace, checkpoint_id)
+            if not thread.namespaces:
+                state.unlink(thread)
+    state.refusals.remember(RefusedCheckpoint(thread_id, namespace, checkpoint_id, error.limit, error.limit_value))
+    _shed_tombstones(state)
+
+
+def refuse_writes_of_refused(
+    state: State, thread_id: str, namespace: str, checkpoint_id: str, space: Namespace
+) -> None:
+    """Refuse pending writes for a checkpoint whose put was refused and that is not stored.
+
+    Raises:
+        CheckpointRefusedError: Under the limit that refused the checkpoint.
+
+    Runtime complexity: O(1).
+    """
+    record = state.refusals.records[checkpoint_id]
+    if record.thread_id != thread_id or record.namespace != namespace or checkpoint_id in space.records:
+        return
+    raise CheckpointRefusedError(record.limit, record.limit_value, thread_id=thread_id, checkpoint_id=checkpoint_id)

@@ -12,6 +12,8 @@ __all__ = [
     "MIB",
     "NAMESPACE_LIMIT_POLICIES",
     "LimitPolicy",
+    "MAX_WHOLE",
+    "NOT_LIMITS",
     "StoreLimits",
 ]
 
@@ -29,6 +31,12 @@ COUNT = "int | float"
 
 SECONDS = "float"
 """The annotation of a duration: a positive number of seconds, or ``math.inf``."""
+
+NOT_LIMITS = frozenset({"eviction_grace_seconds"})
+"""Numeric settings that are not bounds: 0 is allowed, and ``unbounded()`` leaves them as they are."""
+
+MAX_WHOLE = 2**53
+"""The largest whole number a setting takes (floats count exactly to here); larger ones are refused: use math.inf."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,14 @@ class StoreLimits:
     ``"reject"`` an additional namespace (the reference behaviour), or
     ``"prune_oldest"``: drop the thread's least recently written completed
     subgraph namespaces whole (see ``engine.pruning.plan_namespaces``).
+
+    ``eviction_grace_seconds`` keeps threads in use: a thread used within that
+    many seconds is never evicted for ``max_threads``, ``max_total_bytes`` or
+    ``max_memory_bytes``; a write that needs room only such threads could give
+    is refused instead. 0 (the default, the reference contract) evicts the
+    least recently used thread whatever its age. Under overload, a grace turns
+    thrashing (every running thread evicted by the next) into refusal at
+    admission (new threads wait; running ones finish).
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
@@ -64,11 +80,14 @@ class StoreLimits:
     max_dropped_thread_records: int | float = 1_000  # evicted/expired threads remembered: late writes fail loudly
     on_checkpoint_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints
     on_namespace_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest completed subgraphs
+    eviction_grace_seconds: float = 0.0  # seconds; a thread used this recently is never evicted to make room
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if field.type == COUNT:
+            if field.name in NOT_LIMITS:
+                _check_non_negative(field.name, value)
+            elif field.type == COUNT:
                 _check_count(field.name, value)
             elif field.type == SECONDS:
                 _check_positive(field.name, value)
@@ -87,15 +106,34 @@ class StoreLimits:
 
         Runtime complexity: O(1).
         """
-        lifted: dict[str, Any] = {field.name: math.inf for field in fields(cls) if field.type in (COUNT, SECONDS)}
+        lifted: dict[str, Any] = {
+            field.name: math.inf
+            for field in fields(cls)
+            if field.type in (COUNT, SECONDS) and field.name not in NOT_LIMITS
+        }
         return cls(**lifted)
 
 
 def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a positive number, got {value!r} ({type(value).__name__})")
+        raise ValueError(f"{name} must be a positive number, got {value!r:.80} ({type(value).__name__})")
+    _check_finite_or_inf(name, value)
     if math.isnan(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def _check_non_negative(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of at least 0, got {value!r:.80} ({type(value).__name__})")
+    _check_finite_or_inf(name, value)
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{name} must be a number of at least 0, got {value!r}")
+
+
+def _check_finite_or_inf(name: str, value: int | float) -> None:
+    """A whole number too large for a float would overflow the arithmetic of expiry and eviction."""
+    if isinstance(value, int) and value > MAX_WHOLE:
+        raise ValueError(f"{name} is larger than {MAX_WHOLE:.3g}; use math.inf to lift the limit")
 
 
 def _check_count(name: str, value: object) -> None:
@@ -103,7 +141,8 @@ def _check_count(name: str, value: object) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(
-            f"{name} must be a whole number of at least 1 (or math.inf), got {value!r} ({type(value).__name__})"
+            f"{name} must be a whole number of at least 1 (or math.inf), got {value!r:.80} ({type(value).__name__})"
         )
+    _check_finite_or_inf(name, value)
     if value < 1:
         raise ValueError(f"{name} must be at least 1, got {value!r}")

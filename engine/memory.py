@@ -27,13 +27,14 @@ from .namespace import Namespace
 from .plans import Pruning
 from .records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
 from .thread import Thread
-from .tombstones import DroppedThread, Tombstones
+from .tombstones import DroppedThread, RefusedCheckpoint, Tombstones
 
 __all__ = [
     "BLOB",
     "CHECKPOINT",
     "LIST_SLOT",
     "NAMESPACE",
+    "REFUSAL",
     "RUN",
     "STR",
     "TASK",
@@ -111,6 +112,9 @@ RUN = STR + STR_KEY_ENTRY + SET
 TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + LRU_ENTRY + 2 * STR
 """A tombstone: its record, its entry, the headers of the ids it keeps (their text is its ``nbytes``)."""
 
+REFUSAL = sys.getsizeof(RefusedCheckpoint("", "", "", "", 0.0)) + LRU_ENTRY + 3 * STR
+"""A refused checkpoint remembered: its record, its entry, the headers of the ids it keeps."""
+
 
 # --- the varying part (variable_overhead), one function per kind of object; the write transactions inline them ---
 
@@ -187,9 +191,12 @@ def of_thread(thread: Thread) -> int:
     )
 
 
-def of_tombstones(tombstones: Tombstones) -> int:
-    """The heap tombstones hold. Runtime complexity: O(1), from their counters."""
-    return TOMBSTONE * len(tombstones) + tombstones.nbytes
+def of_tombstones(tombstones: Tombstones[DroppedThread], refusals: Tombstones[RefusedCheckpoint]) -> int:
+    """The heap the tombstones of dropped threads and of refused checkpoints hold.
+
+    Runtime complexity: O(1), from their counters.
+    """
+    return TOMBSTONE * len(tombstones) + tombstones.nbytes + REFUSAL * len(refusals) + refusals.nbytes
 
 
 def change(

@@ -31,7 +31,9 @@ from .totals import Totals
 __all__ = ["admit_location", "plan_namespaces", "plan_rolling"]
 
 
-def admit_location(limits: StoreLimits, thread: Thread | None, thread_id: str, namespace: str) -> Pruning | None:
+def admit_location(
+    limits: StoreLimits, thread: Thread | None, thread_id: str, namespace: str, root_checkpoint_id: str | None = None
+) -> Pruning | None:
     """Check the identifiers a write adds as new keys, and ``max_namespaces_per_thread``.
 
     Returns the namespaces to prune first when the thread is at the limit under
@@ -50,7 +52,7 @@ def admit_location(limits: StoreLimits, thread: Thread | None, thread_id: str, n
     identifiers.check_namespace(namespace, limits)
     if thread is None or len(thread.namespaces) < limits.max_namespaces_per_thread:
         return None
-    return plan_namespaces(thread, limits)
+    return plan_namespaces(thread, limits, root_checkpoint_id)
 
 
 _SUBGRAPHS = (
@@ -59,14 +61,17 @@ _SUBGRAPHS = (
 )
 
 
-def plan_namespaces(thread: Thread, limits: StoreLimits) -> Pruning:
+def plan_namespaces(thread: Thread, limits: StoreLimits, root_checkpoint_id: str | None = None) -> Pruning:
     """The namespaces to remove whole so that a thread at ``max_namespaces_per_thread`` can take a new one.
 
     Under ``on_namespace_limit="prune_oldest"``, takes the least recently written
     non-root namespaces that are complete: their newest checkpoint id sorts below
-    the root namespace's newest. Ids are time-ordered, so what stays is what the
-    current step still needs: subgraphs running, interrupted, or of the current
-    step are never taken. Changes nothing.
+    the root namespace's newest, or below ``root_checkpoint_id``, the root
+    checkpoint the write's own subgraph runs under (a step's checkpoint is made
+    before its tasks start, so every subgraph of an earlier step finished before
+    it: under async durability it may not be stored yet). Ids are time-ordered,
+    so what stays is what the current step still needs: subgraphs running,
+    interrupted, or of the current step are never taken. Changes nothing.
 
     Raises:
         CheckpointCapacityError: ``max_namespaces_per_thread``, under ``"reject"``
@@ -88,6 +93,8 @@ def plan_namespaces(thread: Thread, limits: StoreLimits) -> Pruning:
         )
     root = thread.namespaces.get("")
     cutoff = root.ids[-1] if root is not None and root.ids else None
+    if type(root_checkpoint_id) is str and (cutoff is None or root_checkpoint_id > cutoff):
+        cutoff = root_checkpoint_id
     complete = sorted(
         (space.ids[-1], name)
         for name, space in thread.namespaces.items()

@@ -28,7 +28,7 @@ from .limits import StoreLimits
 from .plans import Pruning, Removal
 from .stats import StoreStats
 from .thread import Thread
-from .tombstones import Tombstones
+from .tombstones import DroppedThread, RefusedCheckpoint, Tombstones
 from .totals import Totals
 
 __all__ = ["State"]
@@ -52,6 +52,7 @@ class State:
             pruned_checkpoints, pruned_namespaces: What the limits did.
         rejections: Rejected operations by limit name.
         tombstones: Threads evicted or expired, remembered for their late writes.
+        refusals: Checkpoints whose put was refused, remembered for their late writes.
         announcements: Dropped threads waiting for the ``on_drop`` hook.
         changed: Threads changed since the last snapshot (None: none taken).
         exports: Each thread's export at the last snapshot (None: none taken).
@@ -76,7 +77,8 @@ class State:
         self.evicted_for_threads = self.evicted_for_bytes = self.evicted_for_memory = 0
         self.expired = self.pruned_checkpoints = self.pruned_namespaces = 0
         self.rejections: Counter[str] = Counter()
-        self.tombstones = Tombstones(self.limits.max_dropped_thread_records)
+        self.tombstones: Tombstones[DroppedThread] = Tombstones(self.limits.max_dropped_thread_records)
+        self.refusals: Tombstones[RefusedCheckpoint] = Tombstones(self.limits.max_dropped_thread_records)
         self.announcements = Announcements(on_drop)
         self.changed: set[str] | None = None
         self.exports: dict[str, ThreadExport] | None = None
@@ -187,6 +189,21 @@ class State:
         self.mark_changed(thread.thread_id)
         return any(record.run_id is not None for record in removed)
 
+    def remove_writes(self, thread: Thread, namespace: str, checkpoint_id: str) -> None:
+        """Remove the pending writes stored under one checkpoint of a stored thread; a namespace
+        left empty goes too (the thread stays, even empty: the caller unlinks it).
+
+        Runtime complexity: O(writes removed).
+        """
+        space = thread.namespaces[namespace]
+        stored = space.writes.pop(checkpoint_id)
+        nbytes = sum(write.nbytes for write in stored.values())
+        self.release(thread, Totals(nbytes, 0, len(stored), 0, 0, memory.write_set_overhead(stored)))
+        if space.is_empty():
+            del thread.namespaces[namespace]
+            self.release(thread, Totals(namespaces=1, variable_overhead=len(namespace)))
+        self.mark_changed(thread.thread_id)
+
     def remove_namespace(self, thread: Thread, namespace: str, freed: Totals) -> bool:
         """Remove a namespace of a stored thread whole; ``freed`` is what planning it counted
         (``pruning.plan_namespaces``). Returns whether it held a run's checkpoint (see
@@ -266,8 +283,17 @@ class State:
     # --- observation -----------------------------------------------------------------------------------
 
     def memory_bytes(self) -> int:
-        """The heap the store holds, its tombstones included (``engine.memory``). Runtime complexity: O(1)."""
-        return memory.of_tombstones(self.tombstones) + memory.of_contents(
+        """The heap the store holds: what ``max_memory_bytes`` bounds, and the exports queued for the
+        hook (bounded by ``hooks.QUEUE_BOUND``). Runtime complexity: O(1).
+        """
+        return self.bounded_memory_bytes() + self.announcements.queued_bytes
+
+    def bounded_memory_bytes(self) -> int:
+        """The heap ``max_memory_bytes`` bounds: the threads and the tombstones (``engine.memory``).
+
+        Runtime complexity: O(1).
+        """
+        return memory.of_tombstones(self.tombstones, self.refusals) + memory.of_contents(
             self.nbytes,
             self.variable_overhead,
             self.checkpoints,
@@ -298,6 +324,9 @@ class State:
             pruned_namespaces=self.pruned_namespaces,
             dropped_thread_records=len(self.tombstones),
             dropped_thread_record_bytes=self.tombstones.nbytes,
+            refused_checkpoint_records=len(self.refusals),
             drop_hook_errors=self.announcements.errors,
+            queued_drops=len(self.announcements.queue),
+            queued_drop_bytes=self.announcements.queued_bytes,
             rejections=dict(self.rejections),
         )

@@ -25,9 +25,10 @@ class StoreStats:
         max_total_bytes: The byte limit, for convenience.
         memory_bytes: An estimate of the heap the store holds: ``total_bytes``
             plus what every thread, namespace, checkpoint, blob, write and
-            stored identifier costs around its payload (``engine.memory``).
+            stored identifier costs around its payload, the tombstones, and the
+            exports waiting for the hook (``engine.memory``).
         max_memory_bytes: The limit on ``memory_bytes`` (``inf``: none).
-        evicted_threads: Threads evicted since creation (LRU, for threads or bytes).
+        evicted_threads: Threads evicted since creation (least recently used, for any limit).
         evicted_for_threads: Of those, evicted to respect ``max_threads``.
         evicted_for_bytes: Of those, evicted to respect ``max_total_bytes``.
         evicted_for_memory: Of those, evicted to respect ``max_memory_bytes``.
@@ -37,7 +38,11 @@ class StoreStats:
         dropped_thread_records: Evicted or expired threads remembered so that
             their late writes raise ``ThreadEvictedError``.
         dropped_thread_record_bytes: Identifier bytes those records hold.
+        refused_checkpoint_records: Checkpoints whose put was refused, remembered
+            so that their late writes are refused too.
         drop_hook_errors: Exceptions raised by the ``on_drop`` hook (logged, not propagated).
+        queued_drops: Dropped threads waiting for the ``on_drop`` hook.
+        queued_drop_bytes: The heap their exports hold (in ``memory_bytes``).
         rejections: Rejected operations since creation, by limit name.
     """
 
@@ -59,5 +64,8 @@ class StoreStats:
     pruned_namespaces: int
     dropped_thread_records: int
     dropped_thread_record_bytes: int
+    refused_checkpoint_records: int = 0
     drop_hook_errors: int = 0
+    queued_drops: int = 0
+    queued_drop_bytes: int = 0
     rejections: Mapping[str, int] = field(default_factory=dict)

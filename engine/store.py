@@ -28,8 +28,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from . import check, identifiers, memory, moves, reads, removal
-from .errors import CheckpointCapacityError
-from .eviction import expire, expire_oldest, make_room, refuse_continuation
+from .errors import CheckpointCapacityError, CheckpointRefusedError
+from .eviction import (
+    expire,
+    expire_oldest,
+    make_room,
+    refuse_checkpoint,
+    refuse_continuation,
+    refuse_writes_of_refused,
+)
 from .export import ThreadExport
 from .hooks import DropHook
 from .limits import StoreLimits
@@ -130,7 +137,12 @@ class Store(State):
     # --- the hot writes -----------------------------------------------------------------------------
 
     def put_checkpoint(
-        self, thread_id: str, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
+        self,
+        thread_id: str,
+        namespace: str,
+        record: CheckpointRecord,
+        new_blobs: Mapping[BlobKey, Blob],
+        root_checkpoint_id: str | None = None,
     ) -> None:
         """Store a checkpoint and the channel values that changed with it.
 
@@ -138,6 +150,11 @@ class Store(State):
         ``on_checkpoint_limit="prune_oldest"`` the thread's oldest checkpoints
         make room (``pruning.plan_rolling``); the pruning is planned before
         anything changes, so a put rejected for another limit prunes nothing.
+        ``root_checkpoint_id`` is the root namespace's checkpoint a subgraph's
+        write runs under, when the caller knows it (``pruning.plan_namespaces``).
+
+        A refused put changes nothing but this: its pending writes that arrived
+        before it go, and its later ones are refused (``eviction.refuse_checkpoint``).
 
         Raises:
             ValueError: A new identifier is invalid.
@@ -161,7 +178,6 @@ class Store(State):
         limits = self.limits
         max_length = limits.max_identifier_length
         plan = None  # what the write prunes from its own thread, planned before anything changes
-        revived = False
         lock = self.lock
         lock.acquire()  # not `with`: half the cost, on the path every step of every graph takes
         try:
@@ -173,10 +189,10 @@ class Store(State):
             space = None if thread is None else thread.namespaces.get(namespace)
             planned = space  # the namespace the write is planned against: an empty one if it is new
             if planned is None:
-                plan = admit_location(limits, thread, thread_id, namespace)
+                plan = admit_location(limits, thread, thread_id, namespace, root_checkpoint_id)
                 planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
-                revived = refuse_continuation(self, thread_id, planned, parent_id, now)
+                refuse_continuation(self, thread_id, planned, parent_id, now)
             records = planned.records
             blobs = planned.blobs
             replaced = records.get(checkpoint_id)
@@ -296,22 +312,31 @@ class Store(State):
                     self.index_run(thread, run_id)
             elif replaced.run_id != run_id:
                 self.reindex_runs(thread)
-            if revived:
-                self.tombstones.forget(thread_id)  # the thread lives again, from this checkpoint
+            if self.refusals.records and checkpoint_id in self.refusals.records:
+                self.refusals.forget(checkpoint_id)  # refused once, stored now
             if self.changed is not None:  # the same as State.mark_changed, inline
                 self.changed.add(thread_id)
         except CheckpointCapacityError as error:
             self.rejections[error.limit] += 1
+            refuse_checkpoint(self, thread_id, namespace, checkpoint_id, error)
             raise
         finally:
             lock.release()
 
-    def put_writes(self, thread_id: str, namespace: str, checkpoint_id: str, writes: Sequence[WriteRecord]) -> None:
+    def put_writes(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRecord],
+        root_checkpoint_id: str | None = None,
+    ) -> None:
         """Store a task's pending writes under the checkpoint it ran from.
 
-        The checkpoint need not be stored yet. In order, a regular write is
-        kept only if its ``(task_id, idx)`` is not stored yet; a special write
-        (negative ``idx``) replaces.
+        The checkpoint need not be stored yet, but its put must not have been
+        refused. In order, a regular write is kept only if its ``(task_id, idx)``
+        is not stored yet; a special write (negative ``idx``) replaces.
+        ``root_checkpoint_id``: as for ``put_checkpoint``.
 
         Raises:
             ValueError: A new identifier is invalid, or a task path is not a string.
@@ -320,6 +345,9 @@ class Store(State):
                 ``max_threads`` or ``max_memory_bytes`` would be exceeded.
             ThreadEvictedError: The checkpoint belonged to the thread before it
                 was evicted or expired.
+
+        A ``CheckpointCapacityError`` also refuses writes for a checkpoint whose
+        put was refused, under the limit that refused it.
 
         Runtime complexity: O(len(writes)). Plus, when they happen: O(namespaces
         + runs) per thread evicted or expired (and its export, with a hook); the
@@ -340,10 +368,12 @@ class Store(State):
             planned = space  # the namespace the write is planned against: an empty one if it is new
             plan = None  # namespaces the write prunes from its own thread, planned before anything changes
             if planned is None:
-                plan = admit_location(limits, thread, thread_id, namespace)
+                plan = admit_location(limits, thread, thread_id, namespace, root_checkpoint_id)
                 planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
                 refuse_continuation(self, thread_id, planned, checkpoint_id, now)
+            if self.refusals.records and checkpoint_id in self.refusals.records:
+                refuse_writes_of_refused(self, thread_id, namespace, checkpoint_id, planned)
             stored = planned.writes.get(checkpoint_id)
             if (
                 stored is None
@@ -441,7 +471,8 @@ class Store(State):
             if self.changed is not None:  # the same as State.mark_changed, inline
                 self.changed.add(thread_id)
         except CheckpointCapacityError as error:
-            self.rejections[error.limit] += 1
+            if type(error) is not CheckpointRefusedError:  # the put's refusal was counted already
+                self.rejections[error.limit] += 1
             raise
         finally:
             lock.release()

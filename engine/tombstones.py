@@ -1,4 +1,4 @@
-"""Tombstones: a bounded memory of threads that were evicted or expired, so their late writes fail loudly.
+"""Tombstones: a bounded memory of what left the store or was refused, so that late writes fail loudly.
 
 When a thread is evicted or expires while a run is still writing to it, the
 run's next write names a checkpoint the store no longer has. Storing it would
@@ -6,20 +6,27 @@ start a partial thread whose history points to nothing; instead the store
 keeps a tombstone (the thread's id and newest checkpoint id) and refuses such
 a write with ``ThreadEvictedError``. A fresh run on that thread id (a
 checkpoint with no parent, or writes newer than anything the old thread had)
-starts cleanly and clears the tombstone.
+starts cleanly; the tombstone stays while the thread lives again, so a write
+of its previous life that arrives late is still refused.
 
 Checkpoint ids are time-ordered, so "newer than anything the old thread had"
 is one string comparison with the newest id it held.
+
+A checkpoint whose ``put`` was refused gets a tombstone of its own
+(``RefusedCheckpoint``): its pending writes that arrive after the refusal are
+refused too, so that no thread or namespace is left holding only writes of a
+checkpoint that was never stored.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from .records import text_size
 
-__all__ = ["DroppedThread", "Tombstones"]
+__all__ = ["DroppedThread", "RefusedCheckpoint", "Tombstones"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,11 @@ class DroppedThread:
     newest_checkpoint_id: str | None
 
     @property
+    def key(self) -> str:
+        """What the record is remembered by: the thread id."""
+        return self.thread_id
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the identifiers the record keeps. Runtime complexity: O(1) for ASCII ids."""
         return text_size(self.thread_id) + text_size(self.newest_checkpoint_id or "")
@@ -53,15 +65,57 @@ class DroppedThread:
         return self.newest_checkpoint_id is None or checkpoint_id <= self.newest_checkpoint_id
 
 
-class Tombstones:
-    """The most recent ``capacity`` dropped threads, by thread id, the oldest forgotten first.
-
-    Invariant (``check``): at most ``capacity`` records, and ``nbytes`` is the
-    sum of their sizes. The store's write transactions test ``thread_id in
-    tombstones.records`` inline, only when ``records`` is not empty.
+@dataclass(frozen=True, slots=True)
+class RefusedCheckpoint:
+    """A checkpoint whose ``put`` was refused: its late writes are refused too.
 
     Attributes:
-        records: Thread id to its ``DroppedThread``, oldest first.
+        thread_id: Its thread.
+        namespace: Its namespace.
+        checkpoint_id: The checkpoint.
+        limit: The limit that refused it.
+        limit_value: That limit's value.
+    """
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str
+    limit: str
+    limit_value: float
+
+    @property
+    def key(self) -> str:
+        """What the record is remembered by: the checkpoint id (time-ordered uuids do not repeat)."""
+        return self.checkpoint_id
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the identifiers the record keeps. Runtime complexity: O(1) for ASCII ids."""
+        return text_size(self.thread_id) + text_size(self.namespace) + text_size(self.checkpoint_id)
+
+
+class Remembered(Protocol):
+    """What a tombstone holds: a key and the identifier bytes it keeps."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+Record = TypeVar("Record", bound=Remembered)
+
+
+class Tombstones(Generic[Record]):
+    """The most recent ``capacity`` records, by key, the oldest forgotten first.
+
+    Invariant (``check``): at most ``capacity`` records, each under its own key,
+    and ``nbytes`` is the sum of their sizes. The store's write transactions
+    test ``key in tombstones.records`` inline, only when ``records`` is not empty.
+
+    Attributes:
+        records: Key to its record, oldest first.
         capacity: How many are kept.
         nbytes: Identifier bytes the records hold.
     """
@@ -70,24 +124,27 @@ class Tombstones:
 
     def __init__(self, capacity: float) -> None:
         self.capacity = capacity
-        self.records: OrderedDict[str, DroppedThread] = OrderedDict()
+        self.records: OrderedDict[str, Record] = OrderedDict()
         self.nbytes = 0
 
     def __len__(self) -> int:
         return len(self.records)
 
-    def remember(self, record: DroppedThread) -> None:
-        """Keep a record, forgetting the oldest past capacity. Runtime complexity: O(1) amortized."""
-        self.forget(record.thread_id)
-        self.records[record.thread_id] = record
+    def remember(self, record: Record) -> None:
+        """Keep a record (replacing one of the same key), forgetting the oldest past capacity.
+
+        Runtime complexity: O(1) amortized.
+        """
+        self.forget(record.key)
+        self.records[record.key] = record
         self.nbytes += record.nbytes
         while len(self.records) > self.capacity:
             _, oldest = self.records.popitem(last=False)
             self.nbytes -= oldest.nbytes
 
-    def forget(self, thread_id: str) -> None:
-        """Drop the record of a thread, if any. Runtime complexity: O(1)."""
-        record = self.records.pop(thread_id, None)
+    def forget(self, key: str) -> None:
+        """Drop the record under a key, if any. Runtime complexity: O(1)."""
+        record = self.records.pop(key, None)
         if record is not None:
             self.nbytes -= record.nbytes
 
@@ -111,5 +168,8 @@ class Tombstones:
         """Assert the invariant. Runtime complexity: O(n) for n records."""
         if len(self.records) > self.capacity:
             raise AssertionError(f"{len(self.records)} tombstones kept, max_dropped_thread_records is {self.capacity}")
+        misfiled = [key for key, record in self.records.items() if record.key != key]
+        if misfiled:
+            raise AssertionError(f"tombstone filed under another key: {misfiled[0]!r}")
         if self.nbytes != sum(record.nbytes for record in self.records.values()):
             raise AssertionError("tombstone bytes drift")

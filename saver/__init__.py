@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import InMemoryCheckpointConfig
-    from .engine import CheckpointCapacityError, DroppedThread, StoreStats, ThreadEvictedError, ThreadExport
+    from .engine import (
+        CheckpointCapacityError,
+        CheckpointRefusedError,
+        DroppedThread,
+        StoreStats,
+        ThreadEvictedError,
+        ThreadExport,
+    )
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver
     from .snapshot import LoadReport, SnapshotError
@@ -34,6 +41,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 _EXPORTS = {
     "BoundedInMemorySaver": ".saver",
     "CheckpointCapacityError": ".engine",
+    "CheckpointRefusedError": ".engine",
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
     "InMemorySaver": ".saver",
@@ -49,6 +57,7 @@ _EXPORTS = {
 __all__ = [
     "BoundedInMemorySaver",
     "CheckpointCapacityError",
+    "CheckpointRefusedError",
     "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",

@@ -28,6 +28,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, cast
@@ -132,23 +133,28 @@ def unannounced(method: Method) -> Method:
 
 
 def deliver(announcements: Announcements) -> None:
-    """Deliver from a sync caller, in its thread.
+    """Deliver from a sync caller, in its thread; an awaitable a hook returns is run to completion.
 
     Runtime complexity: the hook's, per thread announced.
     """
     hook = announcements.hook
+    if hook is None:
+        return
     on_a_loop = _running_loop() is not None  # waiting for the turn here would block that loop's delivery
-    if is_async_hook(hook):
-        announcements.deliver(lambda record, export: _run_to_completion(hook(record, export)), wait=not on_a_loop)  # type: ignore[misc,arg-type]
-    else:
-        announcements.deliver(wait=not on_a_loop)
+    announcements.deliver(lambda record, export: _settle(hook(record, export)), wait=not on_a_loop)
 
 
 async def deliver_async(announcements: Announcements) -> None:
-    """Deliver from an async caller without blocking its loop. Runtime complexity: the hook's, per thread."""
+    """Deliver from an async caller without blocking its loop: a sync hook runs in a worker thread
+    (an awaitable it returns is run to completion there), an ``async def`` hook is awaited here.
+
+    Runtime complexity: the hook's, per thread announced.
+    """
     hook = announcements.hook
+    if hook is None:
+        return
     if not is_async_hook(hook):
-        await asyncio.to_thread(announcements.deliver)
+        await asyncio.to_thread(announcements.deliver, lambda record, export: _settle(hook(record, export)))
         return
     if delivering.get():
         return  # the hook itself dropped more: the delivery under way announces them
@@ -157,20 +163,26 @@ async def deliver_async(announcements: Announcements) -> None:
         if not turn.acquire(blocking=False):
             await asyncio.sleep(TURN_WAIT_SECONDS)  # another delivery is under way and may announce ours
             continue
+        announcements.turn_holder = threading.get_ident()  # a sync call on this loop must not wait for it
         token = delivering.set(True)
         try:
-            while announcements.queue:
-                record, export = announcements.queue.popleft()
+            while (queued := announcements.take()) is not None:
                 try:
-                    await hook(record, export)  # type: ignore[misc]
-                except asyncio.CancelledError:
-                    announcements.failed(record)  # the caller was cancelled mid-hook: counted, not lost silently
+                    await cast(Awaitable[object], hook(queued.record, queued.export))
+                except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                    announcements.failed(queued.record)  # counted, not lost silently; then the caller stops
                     raise
-                except Exception:
-                    announcements.failed(record)
+                except BaseException:
+                    announcements.failed(queued.record)
         finally:
             delivering.reset(token)
-            turn.release()
+            announcements.release_turn()
+
+
+def _settle(result: object) -> None:
+    """Run to completion what a hook returned, if it is awaitable (a sync hook returning a coroutine)."""
+    if inspect.isawaitable(result):
+        _run_to_completion(result)
 
 
 def _run_to_completion(coroutine: Awaitable[object]) -> object:

@@ -20,6 +20,7 @@ __all__ = [
     "namespace_of",
     "normalize_id",
     "normalize_ids",
+    "root_checkpoint_of",
 ]
 
 
@@ -79,6 +80,15 @@ def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
     if "thread_id" not in given:
         raise ValueError("config['configurable']['thread_id'] is required")
     return normalize_id("thread_id", given["thread_id"]), namespace_of(given) or "", checkpoint_id_of(given)
+
+
+def root_checkpoint_of(config: RunnableConfig) -> str | None:
+    """The root namespace's checkpoint a subgraph's write runs under, when the config names it
+    (LangGraph passes ``checkpoint_map``: namespace to the checkpoint each enclosing graph is at)."""
+    section = config.get("configurable") if isinstance(config, Mapping) else None
+    checkpoint_map = section.get("checkpoint_map") if isinstance(section, Mapping) else None
+    root = checkpoint_map.get("") if isinstance(checkpoint_map, Mapping) else None
+    return root if type(root) is str else None
 
 
 def namespace_of(section: Mapping[str, Any]) -> str | None:

@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
+from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -34,6 +35,7 @@ from .engine import (
     ChannelHistory,
     CheckpointRef,
     CheckpointView,
+    DroppedThread,
     Store,
     StoreLimits,
     StoreStats,
@@ -46,6 +48,7 @@ from .locations import (
     namespace_of,
     normalize_id,
     normalize_ids,
+    root_checkpoint_of,
 )
 from .offload import rough_size
 from .snapshot import LoadReport
@@ -138,14 +141,24 @@ class BoundedInMemorySaver(
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await asyncio.to_thread(self.close)
+        await self.aclose()
 
+    @announcing.announces
     def close(self) -> None:
-        """Stop the background work (autosave, after one last save; the expiry sweep). The store stays
-        usable, and ``resume()`` starts the work again. Runtime complexity: one save.
+        """Stop the background work (autosave, after one last save; the expiry sweep), and deliver the
+        dropped threads still queued for ``on_evict`` (those a cancelled caller left, say). The store
+        stays usable, and ``resume()`` starts the work again.
+
+        Runtime complexity: one save, and the hook's per thread still queued.
         """
         while self._background:
             self._background.pop().stop()
+
+    @announcing.announces_async
+    async def aclose(self) -> None:
+        """Async ``close``: the last save in a worker thread, the queued drops delivered without blocking
+        the event loop. Runtime complexity: that of ``close``."""
+        await asyncio.to_thread(self._close)
 
     def resume(self) -> None:
         """Start the background work ``config`` asks for, if it is not running: autosaving with
@@ -248,6 +261,19 @@ class BoundedInMemorySaver(
         Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """
         return self.store.stats()
+
+    def dropped_thread(self, thread_id: str | int | UUID) -> DroppedThread | None:
+        """Why, when and under which limit a thread was evicted or expired, or None if it was not.
+
+        The record keeps the newest checkpoint id the thread held. A thread started
+        afresh since (a new run on its id) still has the record of its previous
+        life: the writes of that life are refused with ``ThreadEvictedError``.
+        Call it before resuming a thread (``Command(resume=...)``): LangGraph
+        starts a dropped thread afresh, so a resume of one finds no interrupt to
+        answer. Records are kept for the last ``max_dropped_thread_records``
+        threads. Runtime complexity: O(1).
+        """
+        return self.store.dropped_thread(normalize_id("thread_id", thread_id))
 
     @announcing.announces
     def purge_expired(self) -> int:
@@ -401,7 +427,8 @@ class BoundedInMemorySaver(
         else:
             thread_id, namespace, parent_id = locate(config)
         record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
-        self.store.put_checkpoint(thread_id, namespace, record, blobs)
+        root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
+        self.store.put_checkpoint(thread_id, namespace, record, blobs, root)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}
         }
@@ -438,7 +465,8 @@ class BoundedInMemorySaver(
         if checkpoint_id is None:
             raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
-        self.store.put_writes(thread_id, namespace, checkpoint_id, records)
+        root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
+        self.store.put_writes(thread_id, namespace, checkpoint_id, records, root)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
@@ -598,6 +626,7 @@ class BoundedInMemorySaver(
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
     # The sync bodies the async twins run, without the sync delivery (they deliver asynchronously).
+    _close = announcing.unannounced(close)
     _put = announcing.unannounced(put)
     _put_writes = announcing.unannounced(put_writes)
     _copy_thread = announcing.unannounced(copy_thread)

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver
-from langgraph.checkpoint.bounded.engine import Store
+from langgraph.checkpoint.bounded.engine import Store, memory
 
 
 def make_checkpoint(
@@ -70,13 +70,16 @@ def fingerprint(store: Store) -> Any:
     Per thread (least recently used first): when it was last used and its
     complete export (every namespace's checkpoints, writes and blobs; records
     are immutable, so holding them is a faithful snapshot); then every counter
-    of ``stats()``, and the order ``list(None)`` visits threads in. Rejection
-    counters are left out: counting a rejection is its only effect.
+    of ``stats()``, and the order ``list(None)`` visits threads in. A refusal's
+    bookkeeping is left out: the rejection counters, and the tombstone a refused
+    checkpoint leaves so that its late writes are refused too (with its memory).
     """
     with store.lock:
         threads = [
             (thread_id, store.last_used(thread_id), store.export_thread(thread_id)) for thread_id in store.thread_ids()
         ]
         creation_order = list(dict.fromkeys(ref.thread_id for ref in store.list(None)))  # list(None)'s thread order
-        stats = store.stats()
-        return threads, creation_order, {k: v for k, v in vars(stats).items() if k != "rejections"}
+        counters = vars(store.stats()).copy()
+        del counters["rejections"], counters["refused_checkpoint_records"]
+        counters["memory_bytes"] -= memory.REFUSAL * len(store.refusals) + store.refusals.nbytes
+        return threads, creation_order, counters

@@ -54,6 +54,10 @@ def misfiled_record(store: Store) -> None:
     records["1ef-0"] = records["1ef-0"]._replace(checkpoint_id="1ef-00")
 
 
+def _misfiled_tombstone(store: Store) -> None:
+    store.tombstones.records["other"] = store.tombstones.records.pop("gone")
+
+
 def misfiled_write(store: Store) -> None:
     writes = space(store).writes["1ef-0"]
     writes[("other-task", 0)] = writes.pop(("task", 0))
@@ -84,9 +88,21 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Store], None]]] = {
     "store totals": ("store totals", lambda s: setattr(s, "checkpoints", 99)),
     "run index": ("run index", lambda s: s.runs.setdefault("run-9", set()).add("a")),
     "next expiry": ("next expiry", lambda s: setattr(s, "next_expiry", 10**9)),
-    "tombstones: capacity": ("tombstones: 2 tombstones kept", remember_past_capacity),
-    "tombstones: bytes": ("tombstones: tombstone bytes drift", lambda s: setattr(s.tombstones, "nbytes", 0)),
-    "announcements": ("announcements", lambda s: _queue_without_hook(s)),
+    "tombstones: capacity": ("tombstones: tombstones: 2 tombstones kept", remember_past_capacity),
+    "tombstones: bytes": (
+        "tombstones: tombstones: tombstone bytes drift",
+        lambda s: setattr(s.tombstones, "nbytes", 0),
+    ),
+    "tombstones: misfiled": ("tombstones: tombstones: tombstone filed under another key", _misfiled_tombstone),
+    "tombstones: refused checkpoints": (
+        "tombstones: refused checkpoints: tombstone bytes drift",
+        lambda s: setattr(s.refusals, "nbytes", 5),
+    ),
+    "announcements": ("announcements: queued without a hook", lambda s: _queue_without_hook(s)),
+    "announcements: queued bytes": (
+        "announcements: queued_bytes is 7",
+        lambda s: setattr(s.announcements, "queued_bytes", 7),
+    ),
     "snapshot cache": ("snapshot cache", lambda s: s.exports.__setitem__("ghost", s.exports["a"])),
     "memory: a thread": (
         "memory: thread 'a' keeps",
@@ -120,7 +136,7 @@ def _empty(namespace: Any) -> None:
 
 def _queue_without_hook(store: Store) -> None:
     store.announcements.hook = None
-    store.announcements.queue.append((DroppedThread("x", "max_threads", 1, 0.0, None), None))  # type: ignore[arg-type]
+    store.announcements.queue_drop(DroppedThread("x", "max_threads", 1, 0.0, None), None, 0)  # type: ignore[arg-type]
 
 
 def _limit(store: Store, **limits: float) -> None:

@@ -45,7 +45,9 @@ def test_writes_to_a_dropped_checkpoint_are_refused_but_a_fresh_run_starts_clean
     with pytest.raises(ThreadEvictedError):
         saver.put_writes(first, [("a", 2)], "task")
     fresh = put(saver, "victim", {"a": "again"})  # no parent: a new run on the same id
-    assert saver.stats().dropped_thread_records == 1  # "intruder" is remembered now
+    assert saver.stats().dropped_thread_records == 2  # "intruder" now, and "victim"'s previous life still
+    with pytest.raises(ThreadEvictedError):
+        saver.put_writes(first, [("a", 2)], "task")  # the previous life's late write, after the revival
     saver.put_writes(fresh, [("a", 3)], "task")
     assert saver.get_tuple(config("victim")).pending_writes == [("task", "a", 3)]
     saver.check()

@@ -415,7 +415,7 @@ def test_a_drop_queued_while_a_delivery_ends_is_still_delivered() -> None:
     delivery under way finds the queue empty: that delivery looks again after releasing its turn."""
     from collections import deque
 
-    from langgraph.checkpoint.bounded.engine.hooks import Announcements
+    from langgraph.checkpoint.bounded.engine.hooks import Announcements, QueuedDrop
 
     seen: list[object] = []
     announcements = Announcements(lambda record, export: seen.append(record))
@@ -428,7 +428,7 @@ def test_a_drop_queued_while_a_delivery_ends_is_still_delivered() -> None:
                 RacingQueue.armed = False
 
                 def late_caller() -> None:
-                    self.append(("late", None))
+                    self.append(QueuedDrop("late", None, 0))  # type: ignore[arg-type]
                     announcements.deliver(wait=False)  # the turn is held: returns at once
 
                 caller = threading.Thread(target=late_caller)
@@ -437,7 +437,7 @@ def test_a_drop_queued_while_a_delivery_ends_is_still_delivered() -> None:
                 return False  # the delivery under way already saw an empty queue
             return bool(len(self))
 
-    announcements.queue = RacingQueue([("first", None)])
+    announcements.queue = RacingQueue([QueuedDrop("first", None, 0)])  # type: ignore[arg-type]
     announcements.deliver()
     assert seen == ["first", "late"]
     assert not announcements.queue
