@@ -13,15 +13,16 @@ Everything here runs with the store's lock held (``engine.store`` takes it).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import memory
 from .errors import CheckpointCapacityError, CheckpointRefusedError, ThreadEvictedError
 from .export import ThreadExport
 from .namespace import Namespace
+from .records import WriteKey, WriteRecord
 from .state import State
 from .thread import Thread
-from .tombstones import DroppedThread, RefusedCheckpoint
+from .tombstones import DroppedThread, ParkedWrites, RefusedCheckpoint
 
 __all__ = [
     "EXPIRY_BUDGET",
@@ -30,6 +31,7 @@ __all__ = [
     "expire",
     "expire_oldest",
     "make_room",
+    "park",
     "refuse_checkpoint",
     "refuse_continuation",
     "refuse_writes_of_refused",
@@ -141,7 +143,7 @@ def make_room(
             return
         victim = next((thread for thread in threads.values() if thread not in keep), None)
         if victim is None:  # only tombstones are left to shed: the memory they hold
-            if state.tombstones.forget_oldest() or state.refusals.forget_oldest():
+            if _forget_oldest(state):
                 continue
             return  # unreachable: the feasibility test above counted everything that stays
         if now - victim.last_used >= ttl:
@@ -180,7 +182,7 @@ def _refuse_unless_room_outside_grace(
     grace = limits.eviction_grace_seconds
     threads_after = len(state.threads) + (1 if adds_thread else 0)
     nbytes_after = state.nbytes + growth
-    memory_after = state.bounded_memory_bytes() - memory.of_tombstones(state.tombstones, state.refusals) + footprint
+    memory_after = state.bounded_memory_bytes() - state.remembered_bytes() + footprint
     limit, value = "max_threads", limits.max_threads
     evictable = 0
     for thread in state.threads.values():
@@ -237,12 +239,16 @@ def drop(state: State, thread: Thread, limit: str, limit_value: float, now: floa
 
 
 def _shed_tombstones(state: State) -> None:
-    """Under ``max_memory_bytes``, tombstones may hold a sixteenth of it, no more: the oldest go first."""
+    """Under ``max_memory_bytes``, tombstones and parked writes may hold a sixteenth of it, no more: the
+    oldest go first (parked writes, refused checkpoints, then dropped threads)."""
     if state.memory_limited:
-        tombstones, refusals = state.tombstones, state.refusals
-        while memory.of_tombstones(tombstones, refusals) > state.limits.max_memory_bytes / TOMBSTONE_SHARE:
-            if not tombstones.forget_oldest():
-                refusals.forget_oldest()
+        while state.remembered_bytes() > state.limits.max_memory_bytes / TOMBSTONE_SHARE and _forget_oldest(state):
+            pass
+
+
+def _forget_oldest(state: State) -> bool:
+    """Forget the oldest parked writes, else refused checkpoint, else dropped thread; whether one went."""
+    return state.parked.forget_oldest() or state.refusals.forget_oldest() or state.tombstones.forget_oldest()
 
 
 # --- writes that continue a dropped thread -----------------------------------------------------------------
@@ -303,6 +309,7 @@ def refuse_checkpoint(
             state.remove_writes(thread, namespace, checkpoint_id)
             if not thread.namespaces:
                 state.unlink(thread)
+    state.parked.forget(checkpoint_id)  # parked writes of the refused checkpoint go with it too
     state.refusals.remember(RefusedCheckpoint(thread_id, namespace, checkpoint_id, error.limit, error.limit_value))
     _shed_tombstones(state)
 
@@ -321,3 +328,30 @@ def refuse_writes_of_refused(
     if record.thread_id != thread_id or record.namespace != namespace or checkpoint_id in space.records:
         return
     raise CheckpointRefusedError(record.limit, record.limit_value, thread_id=thread_id, checkpoint_id=checkpoint_id)
+
+
+# --- pending writes that would start a namespace of a dropped thread ----------------------------------------
+
+
+def park(
+    state: State, thread_id: str, namespace: str, checkpoint_id: str, writes: Mapping[WriteKey, WriteRecord]
+) -> None:
+    """Set aside checked writes for a checkpoint not stored that would start a namespace of a dropped thread.
+
+    They wait for the checkpoint's put (``Store.put_checkpoint`` takes them in),
+    merged with writes parked before for it the way a namespace merges them (a
+    regular write kept once, a special one replacing); past capacity, or under
+    the memory share of tombstones, the oldest go.
+
+    Runtime complexity: O(writes parked for the checkpoint).
+    """
+    earlier = state.parked.records.get(checkpoint_id)
+    merged: dict[WriteKey, WriteRecord] = {}
+    if earlier is not None and earlier.thread_id == thread_id and earlier.namespace == namespace:
+        merged = {write.key: write for write in earlier.writes}
+    for key, write in writes.items():
+        if key not in merged or key[1] < 0:
+            merged[key] = write
+    held = tuple(merged.values())
+    state.parked.remember(ParkedWrites(thread_id, namespace, checkpoint_id, held, memory.parked_writes_bytes(held)))
+    _shed_tombstones(state)

@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .namespace import Namespace
 from .plans import Pruning
 from .records import Blob, BlobKey, CheckpointRecord, WriteRecord, make_checkpoint_record
 from .thread import Thread
-from .tombstones import DroppedThread, RefusedCheckpoint, Tombstones
+from .tombstones import DroppedThread, ParkedWrites, RefusedCheckpoint, Tombstones
 
 __all__ = [
     "BLOB",
     "CHECKPOINT",
     "LIST_SLOT",
     "NAMESPACE",
+    "PARKED",
+    "PARKED_WRITE",
     "REFUSAL",
     "RUN",
     "STR",
@@ -49,6 +51,7 @@ __all__ = [
     "of_contents",
     "of_thread",
     "of_tombstones",
+    "parked_writes_bytes",
     "record_overhead",
     "thread_overhead",
     "write_set_overhead",
@@ -115,6 +118,13 @@ TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + LRU_ENTRY + 2
 REFUSAL = sys.getsizeof(RefusedCheckpoint("", "", "", "", 0.0)) + LRU_ENTRY + 3 * STR
 """A refused checkpoint remembered: its record, its entry, the headers of the ids it keeps."""
 
+PARKED = sys.getsizeof(ParkedWrites("", "", "", (), 0)) + sys.getsizeof(()) + LRU_ENTRY + 3 * STR
+"""Parked writes: their record, its tuple of writes, its entry, the headers of the ids it keeps
+(each write adds ``PARKED_WRITE`` beside its counted bytes: ``parked_writes_bytes``)."""
+
+PARKED_WRITE = LIST_SLOT + sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + 2 * STR
+"""One parked write: its slot, its record, its value's bytes header, its id and path headers."""
+
 
 # --- the varying part (variable_overhead), one function per kind of object; the write transactions inline them ---
 
@@ -163,6 +173,11 @@ def thread_overhead(thread: Thread) -> int:
     return overhead
 
 
+def parked_writes_bytes(writes: Sequence[WriteRecord]) -> int:
+    """The heap parked writes hold: their counted bytes and ``PARKED_WRITE`` each. Runtime complexity: O(writes)."""
+    return sum(write.nbytes + PARKED_WRITE for write in writes)
+
+
 def of_contents(
     nbytes: int, variable_overhead: int, checkpoints: int, writes: int, blobs: int, namespaces: int, threads: int
 ) -> int:
@@ -191,12 +206,23 @@ def of_thread(thread: Thread) -> int:
     )
 
 
-def of_tombstones(tombstones: Tombstones[DroppedThread], refusals: Tombstones[RefusedCheckpoint]) -> int:
-    """The heap the tombstones of dropped threads and of refused checkpoints hold.
+def of_tombstones(
+    tombstones: Tombstones[DroppedThread],
+    refusals: Tombstones[RefusedCheckpoint],
+    parked: Tombstones[ParkedWrites],
+) -> int:
+    """The heap the tombstones of dropped threads and of refused checkpoints, and the parked writes, hold.
 
-    Runtime complexity: O(1), from their counters.
+    Runtime complexity: O(1), from their counters (a parked record's ``nbytes`` counts its writes).
     """
-    return TOMBSTONE * len(tombstones) + tombstones.nbytes + REFUSAL * len(refusals) + refusals.nbytes
+    return (
+        TOMBSTONE * len(tombstones)
+        + tombstones.nbytes
+        + REFUSAL * len(refusals)
+        + refusals.nbytes
+        + PARKED * len(parked)
+        + parked.nbytes
+    )
 
 
 def change(

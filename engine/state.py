@@ -28,7 +28,7 @@ from .limits import StoreLimits
 from .plans import Pruning, Removal
 from .stats import StoreStats
 from .thread import Thread
-from .tombstones import DroppedThread, RefusedCheckpoint, Tombstones
+from .tombstones import DroppedThread, ParkedWrites, RefusedCheckpoint, Tombstones
 from .totals import Totals
 
 __all__ = ["State"]
@@ -53,6 +53,8 @@ class State:
         rejections: Rejected operations by limit name.
         tombstones: Threads evicted or expired, remembered for their late writes.
         refusals: Checkpoints whose put was refused, remembered for their late writes.
+        parked: Pending writes waiting for a checkpoint that would start a
+            namespace of a dropped thread (``engine.tombstones``).
         announcements: Dropped threads waiting for the ``on_drop`` hook.
         changed: Threads changed since the last snapshot (None: none taken).
         exports: Each thread's export at the last snapshot (None: none taken).
@@ -79,6 +81,7 @@ class State:
         self.rejections: Counter[str] = Counter()
         self.tombstones: Tombstones[DroppedThread] = Tombstones(self.limits.max_dropped_thread_records)
         self.refusals: Tombstones[RefusedCheckpoint] = Tombstones(self.limits.max_dropped_thread_records)
+        self.parked: Tombstones[ParkedWrites] = Tombstones(self.limits.max_dropped_thread_records)
         self.announcements = Announcements(on_drop)
         self.changed: set[str] | None = None
         self.exports: dict[str, ThreadExport] | None = None
@@ -288,12 +291,16 @@ class State:
         """
         return self.bounded_memory_bytes() + self.announcements.queued_bytes
 
+    def remembered_bytes(self) -> int:
+        """The heap the tombstones and the parked writes hold (``memory.of_tombstones``). Runtime complexity: O(1)."""
+        return memory.of_tombstones(self.tombstones, self.refusals, self.parked)
+
     def bounded_memory_bytes(self) -> int:
         """The heap ``max_memory_bytes`` bounds: the threads and the tombstones (``engine.memory``).
 
         Runtime complexity: O(1).
         """
-        return memory.of_tombstones(self.tombstones, self.refusals) + memory.of_contents(
+        return self.remembered_bytes() + memory.of_contents(
             self.nbytes,
             self.variable_overhead,
             self.checkpoints,
@@ -325,6 +332,7 @@ class State:
             dropped_thread_records=len(self.tombstones),
             dropped_thread_record_bytes=self.tombstones.nbytes,
             refused_checkpoint_records=len(self.refusals),
+            parked_write_records=len(self.parked),
             drop_hook_errors=self.announcements.errors,
             queued_drops=len(self.announcements.queue),
             queued_drop_bytes=self.announcements.queued_bytes,

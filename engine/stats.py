@@ -40,6 +40,8 @@ class StoreStats:
         dropped_thread_record_bytes: Identifier bytes those records hold.
         refused_checkpoint_records: Checkpoints whose put was refused, remembered
             so that their late writes are refused too.
+        parked_write_records: Checkpoints of dropped threads whose pending
+            writes wait aside for their put (``engine.tombstones``).
         drop_hook_errors: Exceptions raised by the ``on_drop`` hook (logged, not propagated).
         queued_drops: Dropped threads waiting for the ``on_drop`` hook.
         queued_drop_bytes: The heap their exports hold (in ``memory_bytes``).
@@ -65,6 +67,7 @@ class StoreStats:
     dropped_thread_records: int
     dropped_thread_record_bytes: int
     refused_checkpoint_records: int = 0
+    parked_write_records: int = 0
     drop_hook_errors: int = 0
     queued_drops: int = 0
     queued_drop_bytes: int = 0

@@ -23,6 +23,7 @@ due, and call the module of its job (``reads``, ``moves``, ``removal``,
 from __future__ import annotations
 
 import builtins
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from .eviction import (
     expire,
     expire_oldest,
     make_room,
+    park,
     refuse_checkpoint,
     refuse_continuation,
     refuse_writes_of_refused,
@@ -316,6 +318,8 @@ class Store(State):
                 self.refusals.forget(checkpoint_id)  # refused once, stored now
             if self.changed is not None:  # the same as State.mark_changed, inline
                 self.changed.add(thread_id)
+            if self.parked.records and checkpoint_id in self.parked.records:
+                self._take_parked(thread_id, namespace, checkpoint_id)
         except CheckpointCapacityError as error:
             self.rejections[error.limit] += 1
             refuse_checkpoint(self, thread_id, namespace, checkpoint_id, error)
@@ -426,6 +430,9 @@ class Store(State):
                 raise CheckpointCapacityError(
                     "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id=thread_id
                 )
+            if space is None and self.tombstones.records and thread_id in self.tombstones.records:
+                park(self, thread_id, namespace, checkpoint_id, accepted)  # a dropped thread's: wait for the put
+                return
             if not accepted:
                 if thread is not None:  # every write was already stored: still a use of the thread
                     thread.last_used = now  # the same as State.touch, inline
@@ -669,6 +676,18 @@ class Store(State):
         Call it after operations, outside the lock. Runtime complexity: the hook's, per thread.
         """
         self.announcements.deliver()
+
+    def _take_parked(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+        """Store the writes parked for a checkpoint just stored, as a put_writes (lock held).
+
+        A refusal of them (a limit) is counted and leaves the checkpoint stored, as
+        it would had they arrived after it.
+        """
+        parked = self.parked.records[checkpoint_id]
+        self.parked.forget(checkpoint_id)
+        if parked.thread_id == thread_id and parked.namespace == namespace:
+            with contextlib.suppress(CheckpointCapacityError):  # counted by put_writes; the checkpoint stays
+                self.put_writes(thread_id, namespace, checkpoint_id, parked.writes)
 
     def _expire_due(self, *touched: str | None) -> float:
         """The clock reading, after expiring what is due (the threads named first). Lock held."""

@@ -16,6 +16,12 @@ A checkpoint whose ``put`` was refused gets a tombstone of its own
 (``RefusedCheckpoint``): its pending writes that arrive after the refusal are
 refused too, so that no thread or namespace is left holding only writes of a
 checkpoint that was never stored.
+
+Pending writes that would start a namespace of a dropped thread, for a
+checkpoint not stored, wait aside (``ParkedWrites``) instead: they are the early
+writes of a fresh run (its put follows, and takes them in), or the last writes
+of the dead run, whose put will never come (they are forgotten in turn, oldest
+first). Either way no namespace exists that holds only them.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from .records import text_size
+from .records import WriteRecord, text_size
 
-__all__ = ["DroppedThread", "RefusedCheckpoint", "Tombstones"]
+__all__ = ["DroppedThread", "ParkedWrites", "RefusedCheckpoint", "Tombstones"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,35 @@ class RefusedCheckpoint:
     def nbytes(self) -> int:
         """Bytes of the identifiers the record keeps. Runtime complexity: O(1) for ASCII ids."""
         return text_size(self.thread_id) + text_size(self.namespace) + text_size(self.checkpoint_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedWrites:
+    """Pending writes for a checkpoint not stored, that would start a namespace of a dropped thread.
+
+    Attributes:
+        thread_id: Their thread.
+        namespace: Their namespace.
+        checkpoint_id: The checkpoint they ran from.
+        writes: The writes, in arrival order.
+        writes_bytes: The heap the writes hold, their payloads included (``engine.memory``).
+    """
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str
+    writes: tuple[WriteRecord, ...]
+    writes_bytes: int
+
+    @property
+    def key(self) -> str:
+        """What the record is remembered by: the checkpoint id."""
+        return self.checkpoint_id
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the record keeps: its identifiers and its writes. Runtime complexity: O(1) for ASCII ids."""
+        return text_size(self.thread_id) + text_size(self.namespace) + text_size(self.checkpoint_id) + self.writes_bytes
 
 
 class Remembered(Protocol):

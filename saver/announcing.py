@@ -8,18 +8,21 @@ can drop threads is wrapped by ``announces`` (sync) or ``announces_async``
 sync body calls the body unwrapped (``unannounced``), so the sync delivery never
 runs on its event loop:
 
-* from a sync method, in the calling thread (an ``async def`` hook runs to
-  completion on an event loop of its own);
+* from a sync method, in the calling thread (an ``async def`` hook, or an
+  awaitable a sync hook returns, runs to completion on an event loop of its own);
 * from an async method, a sync hook runs in a worker thread, so a slow hook
-  (a synchronous write to an archive) never stalls the event loop, and an
-  ``async def`` hook is awaited on the caller's loop.
+  (a synchronous write to an archive) never stalls the event loop (an
+  awaitable it returns runs to completion there), and an ``async def`` hook is
+  awaited on the caller's loop.
 
 Either way the caller delivers the queue, or leaves it to a delivery already
 under way (which announces its drops too), so a slow hook slows the callers
-that drop threads and the queue never outgrows what those calls dropped. A sync
-call made on a running event loop never waits for another delivery (that would
-block the loop it runs on). Hook errors, a cancelled caller's interrupted hook
-included, are logged and counted in ``stats().drop_hook_errors``.
+that drop threads. A sync call made on a running event loop never waits for
+another delivery's turn (that would block the loop it runs on), but past
+``hooks.QUEUE_BOUND`` queued drops it waits for room, unless the delivery under
+way is its own loop's. Hook errors of any kind, a cancelled caller's interrupted
+hook included, are logged and counted in ``stats().drop_hook_errors``; drops a
+cancelled caller left queued go with the next delivery, ``close()`` at the latest.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Every name starts with ``langgraph_checkpoint_bounded_``:
 - gauges of what the store holds: ``threads``, ``namespaces``, ``checkpoints``, ``pending_writes``,
   ``blobs``, ``total_bytes`` (counted serialized bytes), ``memory_bytes`` (the heap estimate),
   ``dropped_thread_records``, ``dropped_thread_record_bytes``, ``refused_checkpoint_records``,
-  ``queued_drops`` and ``queued_drop_bytes`` (dropped threads waiting for the hook);
+  ``parked_write_records``, ``queued_drops`` and ``queued_drop_bytes`` (dropped threads waiting
+  for the hook);
 - one gauge per numeric config field, named as the field: ``max_threads``, ``max_total_bytes``,
   ``idle_ttl_seconds``... (``+Inf`` for a lifted limit);
 - counters since the saver was created: ``evictions_total{reason=<limit>}``,
@@ -85,6 +86,11 @@ class SaverCollector(Collector):
             "refused_checkpoint_records",
             "Checkpoints whose put was refused, remembered so that their late writes are refused.",
             stats.refused_checkpoint_records,
+        )
+        yield _gauge(
+            "parked_write_records",
+            "Checkpoints of dropped threads whose pending writes wait aside for their put.",
+            stats.parked_write_records,
         )
         yield _gauge("queued_drops", "Dropped threads waiting for the on_evict hook.", stats.queued_drops)
         yield _gauge("queued_drop_bytes", "Heap the exports waiting for the hook hold.", stats.queued_drop_bytes)

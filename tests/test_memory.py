@@ -242,6 +242,6 @@ def test_tombstones_keep_a_sixteenth_of_the_memory_limit_and_never_crowd_out_thr
         put(saver, f"thread-{index}", {"messages": ["hello"] * 5})
         if index >= 500:
             live.append(saver.stats().threads)
-    assert memory.of_tombstones(saver.store.tombstones, saver.store.refusals) <= 256 * KIB / 16
+    assert saver.store.remembered_bytes() <= 256 * KIB / 16
     assert min(live) == max(live) > 100, "threads were crowded out"
     saver.check()
