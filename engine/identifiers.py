@@ -14,24 +14,33 @@ checked again.
 
 from __future__ import annotations
 
+import math
 from typing import NoReturn
 
 from .limits import StoreLimits
 
 __all__ = [
     "KNOWN_CHANNELS",
+    "MAX_INT_VERSION",
+    "MIN_INT_VERSION",
     "NAMESPACE_SEPARATOR",
     "admit_channel",
     "check_blob_keys",
     "check_identifier",
     "check_location",
     "check_namespace",
+    "check_record_version",
+    "check_text",
     "check_version",
     "check_versions",
     "refuse",
 ]
 
 NAMESPACE_SEPARATOR = "|"  # between the segments of a nested namespace path
+
+MIN_INT_VERSION = -(2**63)
+MAX_INT_VERSION = 2**64 - 1
+"""The int versions msgpack, the snapshot format, encodes."""
 
 KNOWN_CHANNELS = 1_024
 """Channel names a store remembers as checked. A graph has a handful of channels, so the set
@@ -115,21 +124,58 @@ def check_location(thread_id: object, namespace: object, checkpoint_id: object, 
 
 
 def check_version(channel: object, version: object, limits: StoreLimits) -> None:
-    """A channel version must be an int, a float or a valid identifier string.
+    """The version of a stored value (a blob key): a valid identifier string, or a number
+    ``check_record_version`` accepts.
+
+    Runtime complexity: O(length).
+    """
+    if type(version) is str:
+        check_identifier(f"version of channel {channel!r:.80}", version, limits)
+    else:
+        check_record_version(channel, version)
+
+
+def check_record_version(channel: object, version: object) -> None:
+    """A version a checkpoint references: text that round-trips (printable: no lone surrogate, no
+    control character), an int msgpack encodes (64 bits), or a finite float (a NaN never equals
+    itself, so a value stored under it could never be read back).
 
     Runtime complexity: O(length).
     """
     kind = type(version)
-    if kind is int or kind is float:
-        return
-    if kind is not str:
+    if kind is str:
+        if not version.isprintable():  # type: ignore[attr-defined]
+            raise ValueError(f"version of channel {channel!r:.80} must be printable text, got {version!r:.80}")
+    elif kind is int:
+        if not MIN_INT_VERSION <= version <= MAX_INT_VERSION:  # type: ignore[operator]
+            raise ValueError(
+                f"version of channel {channel!r:.80} is an int of {version.bit_length()} bits: "  # type: ignore[attr-defined]
+                f"versions are at most 64-bit ({MIN_INT_VERSION} to {MAX_INT_VERSION})"
+            )
+    elif kind is float:
+        if not math.isfinite(version):  # type: ignore[arg-type]
+            raise ValueError(f"version of channel {channel!r:.80} must be a finite number, got {version!r}")
+    else:
         raise ValueError(f"version of channel {channel!r:.80} must be str, int or float, got {kind.__name__}")
-    check_identifier(f"version of channel {channel!r:.80}", version, limits)
+
+
+def check_text(field: str, value: object) -> str:
+    """Return ``value`` if it is text that round-trips (encodes as UTF-8: no lone surrogate), else raise
+    ``ValueError`` naming ``field``. Runtime complexity: O(length).
+    """
+    if type(value) is not str:
+        raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"{field} holds a lone surrogate at {error.start}, which no file can hold") from None
+    return value
 
 
 def check_versions(known: set[str], versions: tuple[object, ...], limits: StoreLimits) -> None:
     """A checkpoint's flat ``(channel, ..., version, ...)`` tuple: each channel a valid name (then
-    remembered in ``known``), each version an int, a float or a string. Runtime complexity: O(channels).
+    remembered in ``known``), each version as ``check_record_version`` says. Runtime complexity: O(channels).
     """
     if len(versions) % 2:
         raise ValueError("channel_versions must map each channel to one version")
@@ -137,8 +183,7 @@ def check_versions(known: set[str], versions: tuple[object, ...], limits: StoreL
     for channel, version in zip(versions[:half], versions[half:], strict=True):
         if channel not in known:
             admit_channel(known, channel, limits)
-        if type(version) not in (str, int, float):
-            check_version(channel, version, limits)  # raises, naming the channel and the type
+        check_record_version(channel, version)
 
 
 def check_blob_keys(keys: object, limits: StoreLimits) -> None:

@@ -176,7 +176,7 @@ class Store(State):
         namespace pruned whole (``pruning.plan_namespaces``); O(n) to recount
         the thread's runs when a re-put changes a checkpoint's run.
         """
-        checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, _ = record
+        checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, delta_channels = record
         limits = self.limits
         max_length = limits.max_identifier_length
         plan = None  # what the write prunes from its own thread, planned before anything changes
@@ -200,12 +200,17 @@ class Store(State):
             replaced = records.get(checkpoint_id)
             known_channels = self.known_channels
             # The record's channel versions outlive this call: channels checked once (remembered), every
-            # version of an allowed type; one C pass each, the precise error from the slow path.
+            # version one a snapshot can hold; one C pass each, the precise error from the slow path.
             half = len(versions) >> 1
-            if not known_channels.issuperset(versions[:half]) or not _VERSION_TYPES.issuperset(
-                map(type, versions[half:])
-            ):
+            try:  # every version printable text, the common case (the rule of identifiers.check_record_version)
+                plain = "".join(versions[half:]).isprintable()  # type: ignore[arg-type]
+            except TypeError:  # a number among them: checked one by one
+                plain = False
+            if not plain or not known_channels.issuperset(versions[:half]):
                 identifiers.check_versions(known_channels, versions, limits)
+            if delta_channels and not known_channels.issuperset(delta_channels):
+                for channel in delta_channels:
+                    identifiers.admit_channel(known_channels, channel, limits)
             if replaced is None:
                 if (  # the rule of identifiers.check_identifier, inline
                     type(checkpoint_id) is not str
@@ -233,12 +238,15 @@ class Store(State):
                     channel, version = key
                     if channel not in known_channels:
                         identifiers.admit_channel(known_channels, channel, limits)
-                    if type(version) is str:
+                    if type(version) is str:  # the rule of identifiers.check_version, inline
                         size = len(version)
                         if not 0 < size <= max_length or not version.isprintable():
                             identifiers.check_version(channel, version, limits)
                         overhead += _TEXT + size
-                    elif type(version) is not int and type(version) is not float:
+                    elif type(version) is int:
+                        if not _MIN_INT <= version <= _MAX_INT:
+                            identifiers.check_version(channel, version, limits)
+                    elif type(version) is not float or version - version != 0.0:  # NaN and infinities too
                         identifiers.check_version(channel, version, limits)
                 else:
                     replaced_blobs += 1
@@ -261,15 +269,18 @@ class Store(State):
                     )
             if space is None:
                 overhead += len(namespace)
+            new_run = run_id is not None and (thread is None or run_id not in thread.runs)
+            if new_run and (  # the rule of identifiers.check_identifier, inline
+                type(run_id) is not str or not 0 < len(run_id) <= max_length or not run_id.isprintable()
+            ):
+                identifiers.refuse("metadata['run_id']", run_id, limits)
             net = growth if plan is None else growth - plan.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                run_cost = 0  # a run new to the thread adds to the run index (State.index_run counts it)
-                if run_id is not None and (thread is None or run_id not in thread.runs):
-                    run_cost = memory.RUN + len(run_id)
+                run_cost = memory.RUN + len(run_id) if new_run else 0  # type: ignore[arg-type]  # State.index_run
                 footprint = memory.change(
                     net, overhead + run_cost, plan, checkpoints=replaced is None,
                     blobs=len(new_blobs) - replaced_blobs, namespaces=space is None,
@@ -310,7 +321,7 @@ class Store(State):
                     space.place_id(checkpoint_id)
                 thread.checkpoints += 1
                 self.checkpoints += 1
-                if run_id is not None and run_id not in thread.runs:
+                if run_id is not None and run_id not in thread.runs:  # pruning may have taken its older ones
                     self.index_run(thread, run_id)
             elif replaced.run_id != run_id:
                 self.reindex_runs(thread)
@@ -405,8 +416,8 @@ class Store(State):
                         identifiers.refuse("task_id", task_id, limits)
                     checked_task = task_id
                 if task_path is not checked_path:
-                    if type(task_path) is not str:
-                        raise ValueError(f"task_path must be a string, got {type(task_path).__name__}")
+                    if type(task_path) is not str or not task_path.isascii():  # the rule of check_text, inline
+                        identifiers.check_text("task_path", task_path)
                     path_text = len(task_path)
                     checked_path = task_path
                 if channel not in known_channels:
@@ -698,4 +709,4 @@ class Store(State):
 
 
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
-_VERSION_TYPES = frozenset((str, int, float))
+_MIN_INT, _MAX_INT = identifiers.MIN_INT_VERSION, identifiers.MAX_INT_VERSION

@@ -6,7 +6,7 @@ deserializes fresh objects, so no caller ever holds an object the store keeps.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -93,8 +93,8 @@ def encode_checkpoint(
             metadata_type,
             metadata_data,
             (*channel_versions, *channel_versions.values()),
-            run_id if run_id is None or type(run_id) is str else str(run_id),
-            frozenset(counters) if counters else _NO_DELTA_CHANNELS,  # type: ignore[call-overload]
+            run_id if run_id is None or type(run_id) is str else _run_id_text(run_id),
+            _delta_channels(counters) if counters else _NO_DELTA_CHANNELS,
         )
     )
     return record, blobs
@@ -107,6 +107,8 @@ def encode_writes(
     task_path: str,
 ) -> list[WriteRecord]:
     """Write records for ``put_writes``; special channels get their negative index."""
+    if isinstance(writes, (str, bytes)) or not isinstance(writes, Iterable):
+        raise ValueError(f"writes must be a sequence of (channel, value) pairs, got {type(writes).__name__}")
     records = []
     dumps = serde.dumps_typed
     for idx, write in enumerate(writes):
@@ -120,6 +122,29 @@ def encode_writes(
         position = WRITES_IDX_MAP.get(channel, idx) if isinstance(channel, str) else idx
         records.append(make_write_record((task_id, position, channel, tag, data, task_path)))
     return records
+
+
+def _delta_channels(counters: object) -> frozenset[str]:
+    """The DeltaChannels a checkpoint's metadata says it does not store (names, checked by the engine)."""
+    if isinstance(counters, (str, bytes)) or not isinstance(counters, Iterable):
+        raise ValueError(
+            f"metadata[{DELTA_COUNTERS_KEY!r}] must map channel names to counts, got {type(counters).__name__}"
+        )
+    names = frozenset(counters)
+    if any(type(name) is not str for name in names):
+        raise ValueError(
+            f"metadata[{DELTA_COUNTERS_KEY!r}] must map channel names (text) to counts, "
+            f"got {sorted(map(repr, names))!s:.120}"
+        )
+    return names
+
+
+def _run_id_text(run_id: object) -> str:
+    """A run id given as another type (a UUID, say), as text."""
+    try:
+        return str(run_id)
+    except ValueError:  # an int too large to print
+        raise ValueError(f"metadata['run_id'] must be text or a UUID, got {type(run_id).__name__}") from None
 
 
 def _unserializable(what: str, value: Any, error: TypeError) -> TypeError:

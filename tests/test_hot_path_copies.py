@@ -92,12 +92,53 @@ def test_a_task_id_is_checked_as_check_identifier_does(value: Any) -> None:
     assert accepted(lambda: store.put_writes("t", "", "c1", [write])) == check_identifier_accepts(value)
 
 
-@pytest.mark.parametrize("value", [*IDENTIFIERS, 3, -1, 2.5, True], ids=repr)
+NUMBERS: list[Any] = [
+    3,
+    -1,
+    2.5,
+    True,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    2**64 - 1,
+    2**64,
+    -(2**63),
+    -(2**63) - 1,
+]
+
+
+@pytest.mark.parametrize("value", [*IDENTIFIERS, *NUMBERS], ids=repr)
 def test_a_new_blob_version_is_checked_as_check_version_does(value: Any) -> None:
     store = Store(LIMITS)
     expected = accepted(lambda: identifiers.check_version("c", value, LIMITS)) and type(value) in (str, int, float)
     new = record("c1", None, {"c": value}) if type(value) in (str, int, float) else record("c1")
     assert accepted(lambda: store.put_checkpoint("t", "", new, {("c", value): ("json", b"1")})) == expected
+
+
+@pytest.mark.parametrize("value", [*IDENTIFIERS, *NUMBERS, "", "x" * 300], ids=repr)
+def test_a_referenced_version_is_checked_as_check_record_version_does(value: Any) -> None:
+    """A version the checkpoint references without a new value: the join-and-isprintable test is the rule."""
+    store = Store(LIMITS)
+    expected = accepted(lambda: identifiers.check_record_version("c", value))
+    assert accepted(lambda: store.put_checkpoint("t", "", record("c1", None, {"c": value}), {})) == expected
+
+
+@pytest.mark.parametrize("value", [*IDENTIFIERS, "path \u00e9", "~__pregel_pull, node"], ids=repr)
+def test_a_task_path_is_checked_as_check_text_does(value: Any) -> None:
+    store = Store(LIMITS)
+    write = WriteRecord.of("task", 0, "c", ("json", b"1"), value)
+    assert accepted(lambda: store.put_writes("t", "", "c1", [write])) == accepted(
+        lambda: identifiers.check_text("task_path", value)
+    )
+
+
+@pytest.mark.parametrize("value", [*IDENTIFIERS, None], ids=repr)
+def test_a_new_run_id_is_checked_as_check_identifier_does(value: Any) -> None:
+    store = Store(LIMITS)
+    new = CheckpointRecord.of("c1", None, ("json", b"{}"), ("json", b"{}"), {}, run_id=value)
+    assert accepted(lambda: store.put_checkpoint("t", "", new, {})) == (
+        value is None or check_identifier_accepts(value)
+    )
 
 
 SECTIONS: list[Any] = [
