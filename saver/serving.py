@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import re
+import tempfile
 import threading
 import types
 import typing
@@ -99,7 +100,7 @@ class Setting:
         try:
             return self.parse(raw)
         except _Invalid as error:
-            shown = "(value hidden)" if self.secret else f"is {raw!r}"
+            shown = "(value hidden)" if self.secret else f"is {raw!r:.80}"
             message = f"{self.variable} {shown}: expected {self.expected}. {error}".rstrip()
             raise ServingConfigError(message) from (None if self.secret else error.__cause__)
 
@@ -113,7 +114,10 @@ def _whole_number(raw: str) -> float:
         return math.inf  # lifts the limit, as math.inf does in the config
     if _DIGITS.fullmatch(text) is None:
         raise _Invalid("")
-    return int(text)
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts
+        raise _Invalid(f"A number of {len(text):,} digits is far past any limit; inf lifts it.") from None
 
 
 def _seconds(raw: str) -> float:
@@ -386,11 +390,28 @@ def reset_shared_saver() -> None:
             unregister_metrics(saver)
 
 
+def _check_autosave_path(path: str) -> None:
+    """Refuse, at start-up, an autosave path every save would fail on (logged, but unseen for as long as
+    the server runs): a folder, a path in a missing folder, or a place this process cannot write."""
+    variable = f"{ENV_PREFIX}AUTOSAVE_PATH"
+    if os.path.isdir(path):
+        raise ServingConfigError(f"{variable}: {path} is a folder; name a file in it (state.snapshot, say)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ServingConfigError(f"{variable}: the folder of {path} does not exist")
+    try:  # what a save does: a temporary file beside the target
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{os.path.basename(path)}.probe."):
+            pass
+    except OSError as error:
+        raise ServingConfigError(f"{variable}: cannot write in the folder of {path}: {error.strerror}") from None
+    if os.path.exists(path) and not os.access(path, os.R_OK):
+        raise ServingConfigError(f"{variable}: {path} exists but cannot be read")
+
+
 def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
     path = config.autosave_path
-    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        # Otherwise every autosave would fail, logged but unseen, for as long as the server runs.
-        raise ServingConfigError(f"{ENV_PREFIX}AUTOSAVE_PATH: the folder of {path} does not exist")
+    if path is not None:
+        _check_autosave_path(path)
     if path is not None and os.path.exists(path):
         try:
             saver = BoundedInMemorySaver.load(path, config=config)

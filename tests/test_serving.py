@@ -348,3 +348,34 @@ async def test_aprune_accepts_the_strategy_the_agent_server_s_grpc_path_sends() 
     put(saver, "t", {"n": 1})
     await saver.aprune(["t"], strategy="delete_all")
     assert saver.stats().threads == 0
+
+
+WHOLE_NUMBER_VARIABLES = sorted(
+    setting.variable
+    for setting in settings().values()
+    if setting.parse.__name__ in ("_whole_number", "parse_optional") and "whole number" in setting.expected
+)
+
+
+@pytest.mark.parametrize("variable", WHOLE_NUMBER_VARIABLES)
+def test_a_value_of_thousands_of_digits_is_refused_naming_its_variable(variable: str) -> None:
+    with pytest.raises(ServingConfigError, match=rf"^{variable} is '9999.*digits is far past any limit"):
+        config_from_env({variable: "9" * 5_000})
+    with pytest.raises(ServingConfigError, match=rf"^{variable}: .*use math.inf to lift the limit"):
+        config_from_env({variable: "9" * 20})  # parses, but is past what a limit may be
+
+
+def test_there_are_whole_number_variables_to_try() -> None:
+    assert len(WHOLE_NUMBER_VARIABLES) >= 11 and "BOUNDED_SAVER_MAX_THREADS" in WHOLE_NUMBER_VARIABLES
+
+
+def test_an_autosave_path_naming_a_folder_stops_the_start(environment: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    environment.setenv("BOUNDED_SAVER_AUTOSAVE_PATH", str(tmp_path))
+    with pytest.raises(ServingConfigError, match=r"BOUNDED_SAVER_AUTOSAVE_PATH: .* is a folder; name a file in it"):
+        shared_saver()
+
+
+def test_an_autosave_path_where_nothing_can_be_written_stops_the_start(environment: pytest.MonkeyPatch) -> None:
+    environment.setenv("BOUNDED_SAVER_AUTOSAVE_PATH", "/sys/state.snapshot")  # read-only, even for root
+    with pytest.raises(ServingConfigError, match=r"BOUNDED_SAVER_AUTOSAVE_PATH: cannot write in the folder of"):
+        shared_saver()
