@@ -26,7 +26,7 @@ INVARIANTS = (
     "next expiry",  # never later than the least recently used thread's expiry
     "tombstones",  # of dropped threads and refused checkpoints: at most max_dropped_thread_records, bytes counted
     "announcements",  # nothing is queued without a hook, and the queued exports' memory is counted
-    "snapshot cache",  # every cached export is of a stored thread or marked changed
+    "snapshot cache",  # the cached exports and the change set hold stored threads only: nothing is pinned
     "memory",  # each thread's and the store's heap estimate equal a recount
     "known channels",  # every remembered channel name is a valid identifier, at most KNOWN_CHANNELS of them
     "limits",  # every limit holds
@@ -101,8 +101,11 @@ def check_state(state: State) -> None:
         f"queued_bytes is {announcements.queued_bytes}, the queue holds {queued}",
     )
     if state.exports is not None:
-        stale = [tid for tid in state.exports if tid not in state.threads and tid not in (state.changed or ())]
-        _require(not stale, "snapshot cache", f"exports of threads gone unnoticed: {stale[:3]}")
+        stale = [thread_id for thread_id in state.exports if thread_id not in state.threads]
+        _require(not stale, "snapshot cache", f"exports of threads gone are pinned: {stale[:3]}")
+    if state.changed is not None:
+        gone = [thread_id for thread_id in state.changed if thread_id not in state.threads]
+        _require(not gone, "snapshot cache", f"the change set holds threads gone: {gone[:3]}")
     _require(
         len(state.known_channels) <= KNOWN_CHANNELS
         and all(

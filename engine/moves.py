@@ -214,12 +214,8 @@ def snapshot(state: State, now: float) -> list[tuple[ThreadExport, float]]:
     if state.exports is None or state.changed is None:
         state.exports, state.changed = {}, set(state.threads)
     exports, changed = state.exports, state.changed
-    for thread_id in changed:
-        thread = state.threads.get(thread_id)
-        if thread is None:
-            exports.pop(thread_id, None)
-        else:
-            exports[thread_id] = ThreadExport.of(thread)
+    for thread_id in changed:  # stored threads only: one that left was forgotten then (State.forget_snapshot_of)
+        exports[thread_id] = ThreadExport.of(state.threads[thread_id])
     changed.clear()
     return [
         (exports[thread_id], now - thread.last_used)

@@ -56,8 +56,8 @@ class State:
         parked: Pending writes waiting for a checkpoint that would start a
             namespace of a dropped thread (``engine.tombstones``).
         announcements: Dropped threads waiting for the ``on_drop`` hook.
-        changed: Threads changed since the last snapshot (None: none taken).
-        exports: Each thread's export at the last snapshot (None: none taken).
+        changed: Stored threads changed since the last snapshot (None: none taken).
+        exports: Each stored thread's export at the last snapshot (None: none taken).
         known_channels: Channel names already checked (``identifiers.KNOWN_CHANNELS``).
     """
 
@@ -129,7 +129,7 @@ class State:
         self.variable_overhead -= thread.variable_overhead
         for run_id in thread.runs:
             self.unindex_run(run_id, thread_id)
-        self.mark_changed(thread_id)
+        self.forget_snapshot_of(thread_id)
 
     def touch(self, thread: Thread, now: float) -> None:
         """Mark a thread as used now: the most recently used end. Runtime complexity: O(1)."""
@@ -276,12 +276,23 @@ class State:
     # --- snapshots -------------------------------------------------------------------------------------
 
     def mark_changed(self, thread_id: str) -> None:
-        """Note a thread changed (or left) since the last snapshot, once one was taken.
+        """Note that a stored thread changed since the last snapshot, once one was taken.
 
         The write transactions inline this. Runtime complexity: O(1).
         """
         if self.changed is not None:
             self.changed.add(thread_id)
+
+    def forget_snapshot_of(self, thread_id: str) -> None:
+        """A thread left the store: the next snapshot has nothing of it to hold. Its cached export goes
+        now (not pinned until then) and it leaves the change set, which so holds stored threads only.
+
+        Runtime complexity: O(1).
+        """
+        if self.changed is not None:
+            self.changed.discard(thread_id)
+        if self.exports is not None:
+            self.exports.pop(thread_id, None)
 
     # --- observation -----------------------------------------------------------------------------------
 

@@ -103,7 +103,8 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Store], None]]] = {
         "announcements: queued_bytes is 7",
         lambda s: setattr(s.announcements, "queued_bytes", 7),
     ),
-    "snapshot cache": ("snapshot cache", lambda s: s.exports.__setitem__("ghost", s.exports["a"])),
+    "snapshot cache": ("snapshot cache: exports", lambda s: s.exports.__setitem__("ghost", s.exports["a"])),
+    "snapshot cache: change set": ("snapshot cache: the change set", lambda s: s.changed.add("ghost")),
     "memory: a thread": (
         "memory: thread 'a' keeps",
         lambda s: setattr(s.threads["a"], "variable_overhead", s.threads["a"].variable_overhead + 1),

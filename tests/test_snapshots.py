@@ -164,3 +164,19 @@ def test_an_import_backdated_past_the_thread_used_before_it_keeps_lru_order_and_
     clock.advance(91)  # both idle for 101 s
     assert saver.purge_expired() == 2
     assert saver.store.thread_ids() == []
+
+
+def test_the_snapshot_cache_holds_stored_threads_only_however_many_came_and_went() -> None:
+    """After one save, churn through many threads: the change set and the cached exports stay within the
+    threads stored (the ones dropped since are forgotten when they leave, not pinned until the next save)."""
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=100))
+    for index in range(100):
+        put(saver, f"first-{index}", {"a": index})
+    saver.store.snapshot()
+    for index in range(5_000):
+        put(saver, f"churn-{index}", {"a": index})
+    store = saver.store
+    assert store.changed is not None and store.exports is not None
+    assert len(store.changed) <= 100 and len(store.exports) <= 100
+    assert set(store.changed) <= set(store.threads) and set(store.exports) <= set(store.threads)
+    saver.check()
