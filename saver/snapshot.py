@@ -72,6 +72,7 @@ __all__ = [
     "parse_body",
     "read",
     "read_header",
+    "remove_stale_temporaries",
     "restore",
     "signature_matches",
     "signing_key",
@@ -429,10 +430,16 @@ def restore(
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename."""
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename.
+
+    The temporary file is named ``.<target>.<pid>.<random>.tmp``; those a killed
+    process left behind are removed first (``remove_stale_temporaries``).
+    Runtime complexity: O(size of the data + files in the folder).
+    """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    remove_stale_temporaries(target)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
@@ -450,8 +457,63 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def read(path: str | os.PathLike[str], key: bytes | None = None, *, allow_unsigned: bool = False) -> Snapshot:
-    """Read and verify a snapshot file (see ``decode``). Raises ``SnapshotError`` (or ``OSError``).
+    """Read and verify a snapshot file (see ``decode``), removing the temporary files a killed writer
+    left beside it first. Raises ``SnapshotError`` (or ``OSError``).
 
-    Runtime complexity: O(size of the file).
+    Runtime complexity: O(size of the file + files in the folder).
     """
+    remove_stale_temporaries(Path(path))
     return decode(Path(path).read_bytes(), key, allow_unsigned=allow_unsigned)
+
+
+STALE_UNNAMED_SECONDS = 600
+"""A temporary file of the older naming (no pid) is stale once untouched this long: a save takes seconds."""
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files of ``target`` that no live writer owns; return them.
+
+    Only files of this module's own naming go: ``.<target>.<pid>.<random>.tmp``
+    whose process is gone (a process killed during a save), and files of the
+    older naming ``.<target>.<random>.tmp`` untouched for ``STALE_UNNAMED_SECONDS``.
+    A file of this process, or of a process still running, is left alone: a
+    saver may be writing it. What cannot be removed is left too.
+
+    Runtime complexity: O(files in the folder).
+    """
+    folder = target.parent if str(target.parent) else Path(".")
+    prefix = f".{target.name}."
+    removed = []
+    try:
+        candidates = [
+            entry for entry in folder.iterdir() if entry.name.startswith(prefix) and entry.name.endswith(".tmp")
+        ]
+    except OSError:
+        return removed
+    for candidate in candidates:
+        middle = candidate.name[len(prefix) : -len(".tmp")]
+        pid_text, dot, _ = middle.partition(".")
+        try:
+            if dot and pid_text.isdigit():
+                if not _dead(int(pid_text)):
+                    continue
+            elif time.time() - candidate.stat().st_mtime < STALE_UNNAMED_SECONDS:
+                continue
+            candidate.unlink()
+            removed.append(candidate)
+        except OSError:
+            continue
+    return removed
+
+
+def _dead(pid: int) -> bool:
+    """Whether no process of that id runs (this one is alive, of course)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
