@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         ThreadExport,
     )
     from .payload_tags import PayloadTagError
-    from .saver import BoundedInMemorySaver, InMemorySaver
+    from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
     from .transfer import copy_threads
 
@@ -47,6 +47,7 @@ _EXPORTS = {
     "InMemorySaver": ".saver",
     "LoadReport": ".snapshot",
     "PayloadTagError": ".payload_tags",
+    "SaverStats": ".saver",
     "SnapshotError": ".snapshot",
     "StoreStats": ".engine",
     "ThreadEvictedError": ".engine",
@@ -63,6 +64,7 @@ __all__ = [
     "InMemorySaver",
     "LoadReport",
     "PayloadTagError",
+    "SaverStats",
     "SnapshotError",
     "StoreStats",
     "ThreadEvictedError",

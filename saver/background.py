@@ -1,56 +1,111 @@
-"""Work a saver does on its own, in a daemon thread: autosaves and the expiry sweep."""
+"""Work a saver does on its own, in a daemon thread: autosaves and the expiry sweep.
+
+A job holds its saver weakly: a saver dropped without ``close()`` is freed, and
+its thread stops at the next tick instead of keeping it alive forever. Every
+run that fails is logged and counted in the job's ``JobHealth``, which the
+saver's ``stats()`` reports, so a failing autosave is seen, not only logged.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable
-
-__all__ = [
-    "Periodic",
-]
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["JobHealth", "Periodic"]
 
-class Periodic:
-    """Calls ``job()`` every ``interval`` seconds until stopped, and once more when stopped if ``final``.
+Owner = TypeVar("Owner")
 
-    A failing job is logged and tried again at the next interval; it never
-    reaches the saver's callers. With an infinite interval no thread runs: only
-    the final call happens.
+
+@dataclass
+class JobHealth:
+    """How a periodic job has fared since the saver was created (over every close and resume).
+
+    Attributes:
+        runs: Runs that completed.
+        failures: Runs that raised (logged).
+        last_error: The last failure, as ``ExceptionType: message``, or None.
+    """
+
+    runs: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+    def failed(self, error: BaseException) -> None:
+        """Count a failure and keep its description. Runtime complexity: O(1)."""
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+
+
+class Periodic(Generic[Owner]):
+    """Calls ``job(owner)`` every ``interval`` seconds until stopped, and once more when stopped if ``final``.
+
+    A failing run is logged, counted in ``health`` and tried again at the next
+    interval; it never reaches the saver's callers, but the final run's does
+    (``stop``). With an infinite interval no thread runs: only the final call
+    happens. The owner is held weakly: once it is garbage, the thread stops.
 
     Args:
-        job: What to run.
+        owner: The object the job works on (the saver).
+        job: What to run, given the owner.
         interval: Seconds between runs.
         name: The thread's name, and the job's in logs.
         final: Run the job once more when stopped (a last autosave).
+        health: Where runs and failures are counted.
     """
 
-    def __init__(self, job: Callable[[], object], interval: float, name: str, *, final: bool) -> None:
+    def __init__(
+        self,
+        owner: Owner,
+        job: Callable[[Owner], object],
+        interval: float,
+        name: str,
+        *,
+        final: bool,
+        health: JobHealth,
+    ) -> None:
+        self._owner = weakref.ref(owner)
         self._job = job
         self._interval = interval
         self._name = name
         self._final = final
+        self.health = health
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if math.isfinite(interval):
+            weakref.finalize(owner, self._stop.set)  # a saver dropped without close(): the thread ends now
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs (false once stopped, or once the owner is garbage)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self._run_logged()
-
-    def _run_logged(self) -> None:
-        try:
-            self._job()
-        except Exception:
-            logger.exception("%s failed; trying again in %s s", self._name, self._interval)
+            owner = self._owner()
+            if owner is None:
+                return
+            try:
+                self._job(owner)
+                self.health.runs += 1
+            except Exception as error:
+                logger.exception("%s failed; trying again in %s s", self._name, self._interval)
+                self.health.failed(error)
+            del owner  # not held while waiting
 
     def stop(self) -> None:
         """Stop the thread, then run the job once more if ``final``.
+
+        Raises:
+            Exception: What the final run raised, once logged and counted.
 
         Runtime complexity: up to two runs: the one under way, which the
         thread finishes first, and the final one.
@@ -60,5 +115,12 @@ class Periodic:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._final:
-            self._run_logged()
+        owner = self._owner()
+        if self._final and owner is not None:
+            try:
+                self._job(owner)
+                self.health.runs += 1
+            except Exception as error:
+                logger.exception("%s failed on stopping", self._name)
+                self.health.failed(error)
+                raise

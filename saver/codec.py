@@ -23,6 +23,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
+from .engine.identifiers import check_record_version
 from .engine.records import make_checkpoint_record, make_write_record
 
 __all__ = [
@@ -82,7 +83,12 @@ def encode_checkpoint(
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
-    checkpoint_type, checkpoint_data = dumps(skeleton)
+    try:
+        checkpoint_type, checkpoint_data = dumps(skeleton)
+    except TypeError:
+        for channel, version in channel_versions.items():  # a version no serializer holds: say which
+            check_record_version(channel, version)
+        raise
     metadata_type, metadata_data = dumps(merged)
     record = make_checkpoint_record(
         (

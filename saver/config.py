@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .engine import KIB, DroppedThread, StoreLimits, ThreadExport
+from .engine.limits import MAX_WHOLE
 from .snapshot import SnapshotKey, signing_key
 
 __all__ = [
@@ -71,6 +72,12 @@ class InMemoryCheckpointConfig(StoreLimits):
         signing_key(self.snapshot_key)  # raises a ValueError naming snapshot_key, never quoting it
         interval = self.purge_interval_seconds
         if interval is not None and (
-            isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0
+            isinstance(interval, bool)
+            or not isinstance(interval, (int, float))
+            or not interval > 0
+            or (isinstance(interval, int) and interval > MAX_WHOLE)
         ):
-            raise ValueError(f"purge_interval_seconds must be a positive number of seconds or None, got {interval!r}")
+            raise ValueError(
+                f"purge_interval_seconds must be a positive number of seconds (at most {MAX_WHOLE:.3g}, or math.inf) "
+                f"or None, got {interval!r:.40}"
+            )

@@ -13,7 +13,12 @@ from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
+MAX_ID_BITS = 1_024
+"""An int id printed has at most about 310 digits this way; the engine's own limit then names the length."""
+
 __all__ = [
+    "MAX_ID_BITS",
+    "channel_names",
     "checkpoint_id_of",
     "configurable",
     "locate",
@@ -34,7 +39,11 @@ def normalize_id(field: str, value: object) -> str:
         return value
     if isinstance(value, str):
         return str.__str__(value)  # the same text as an exact str (a subclass's hash or __eq__ could be anything)
-    if isinstance(value, UUID) or (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_ID_BITS:
+            raise ValueError(f"{field} is an int of {value.bit_length():,} bits: far longer than an id may be")
         return str(value)
     raise ValueError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
 
@@ -80,6 +89,19 @@ def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
     if "thread_id" not in given:
         raise ValueError("config['configurable']['thread_id'] is required")
     return normalize_id("thread_id", given["thread_id"]), namespace_of(given) or "", checkpoint_id_of(given)
+
+
+def channel_names(channels: object) -> list[str]:
+    """Channel names asked for, as a list: a sequence of strings, not one string (which would be its letters)."""
+    if isinstance(channels, (str, bytes)) or not isinstance(channels, Iterable):
+        raise ValueError(
+            f"channels must be a sequence of channel names, got {type(channels).__name__}: {channels!r:.60}"
+        )
+    names = list(channels)
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"channels must be a sequence of channel names (text), got {name!r:.60} in it")
+    return [str.__str__(name) for name in names]
 
 
 def root_checkpoint_of(config: RunnableConfig) -> str | None:

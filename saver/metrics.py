@@ -49,10 +49,11 @@ __all__ = [
 ]
 
 PREFIX = "langgraph_checkpoint_bounded_"
-STATS_NOT_EXPORTED = {  # StoreStats fields with no metric of their own, and why
+STATS_NOT_EXPORTED = {  # SaverStats fields with no metric of their own, and why
     "max_total_bytes": "the max_total_bytes gauge exports every configured limit",
     "max_memory_bytes": "the max_memory_bytes gauge exports every configured limit",
     "evicted_threads": "the sum of evictions_total over its reasons",
+    "last_autosave_error": "text, not a number: autosave_failures_total counts, the log says what failed",
 }
 
 
@@ -113,6 +114,10 @@ class SaverCollector(Collector):
             "pruned_namespaces", "Completed subgraph namespaces dropped by prune_oldest.", stats.pruned_namespaces
         )
         yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", stats.drop_hook_errors)
+        yield _counter("autosave_failures", "Autosaves that failed (logged; close() raises).", stats.autosave_failures)
+        yield _counter(
+            "expiry_sweep_failures", "Background expiry sweeps that failed (logged).", stats.expiry_sweep_failures
+        )
         yield from self._settings()
 
     def _settings(self) -> Iterable[Metric]:

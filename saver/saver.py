@@ -8,10 +8,11 @@ import itertools
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 from uuid import UUID
@@ -29,7 +30,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import announcing, codec, payload_tags, snapshot
-from .background import Periodic
+from .background import JobHealth, Periodic
 from .config import InMemoryCheckpointConfig
 from .engine import (
     ChannelHistory,
@@ -42,6 +43,7 @@ from .engine import (
     ThreadExport,
 )
 from .locations import (
+    channel_names,
     checkpoint_id_of,
     configurable,
     locate,
@@ -58,7 +60,48 @@ __all__ = [
     "PRUNE_STRATEGIES",
     "BoundedInMemorySaver",
     "InMemorySaver",
+    "SaverStats",
 ]
+
+
+@dataclass(frozen=True)
+class SaverStats(StoreStats):
+    """The store's counters (``StoreStats``) and how the saver's background work fared.
+
+    Attributes:
+        autosave_failures: Autosaves that raised (each logged); ``close()``
+            raises when its last save fails.
+        last_autosave_error: The last of them, as ``ExceptionType: message``, or None.
+        expiry_sweep_failures: Background expiry sweeps that raised (each logged).
+    """
+
+    autosave_failures: int = 0
+    last_autosave_error: str | None = None
+    expiry_sweep_failures: int = 0
+
+
+def _version_counter(current: object) -> int:
+    """The counter of a channel version in the stock formats: None, an int, or ``"<digits>.<suffix>"``."""
+    if current is None:
+        return 0
+    if type(current) is int and 0 <= current < 2**63:
+        return current
+    if type(current) is str:
+        digits = current.partition(".")[0]
+        if digits.isascii() and digits.isdigit() and len(digits) <= 64:
+            return int(digits)
+    shown = f"an int of {current.bit_length()} bits" if type(current) is int else f"{current!r:.60}"
+    raise ValueError(
+        f"current version must be None, an int from 0 to 2**63, or '<digits>.<suffix>' text, got {shown} "
+        f"({type(current).__name__})"
+    )
+
+
+def _autosave(saver: BoundedInMemorySaver) -> None:
+    """The autosave job: a snapshot to ``config.autosave_path``."""
+    if saver.config.autosave_path is not None:
+        saver.save(saver.config.autosave_path)
+
 
 PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the Agent Server's name for "delete"
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
@@ -116,7 +159,11 @@ class BoundedInMemorySaver(
         self.config = config
         self.store = Store(config, clock=clock, on_drop=config.on_evict)
         self.load_report: LoadReport | None = None
-        self._background: list[Periodic] = []  # a list, so that with_allowlist() copies share it
+        # Mutable containers, so that with_allowlist() copies share them.
+        self._background: list[Periodic[BoundedInMemorySaver]] = []
+        self._background_lock = threading.Lock()  # close() and resume() never interleave
+        self.autosave_health = JobHealth()
+        self.sweep_health = JobHealth()
         self.resume()
 
     # --- context managers (nothing to open or close) ---------------------------------------
@@ -149,10 +196,21 @@ class BoundedInMemorySaver(
         dropped threads still queued for ``on_evict`` (those a cancelled caller left, say). The store
         stays usable, and ``resume()`` starts the work again.
 
+        Raises:
+            Exception: The last save failed (``OSError``, say); the background work is stopped anyway,
+                and the failure is counted in ``stats().autosave_failures``.
+
         Runtime complexity: one save, and the hook's per thread still queued.
         """
-        while self._background:
-            self._background.pop().stop()
+        failure: Exception | None = None
+        with self._background_lock:
+            while self._background:
+                try:
+                    self._background.pop().stop()
+                except Exception as error:
+                    failure = failure or error
+        if failure is not None:
+            raise failure
 
     @announcing.announces_async
     async def aclose(self) -> None:
@@ -166,18 +224,32 @@ class BoundedInMemorySaver(
 
         Runtime complexity: O(1).
         """
-        if self._background:
-            return
         config = self.config
-        if config.autosave_path is not None:
-            path = config.autosave_path
-            self._background.append(
-                Periodic(lambda: self.save(path), config.autosave_interval_seconds, "checkpoint-autosave", final=True)
-            )
-        if config.purge_interval_seconds is not None:
-            self._background.append(
-                Periodic(self.purge_expired, config.purge_interval_seconds, "checkpoint-expiry-sweep", final=False)
-            )
+        with self._background_lock:
+            if self._background:
+                return
+            if config.autosave_path is not None:
+                self._background.append(
+                    Periodic(
+                        self,
+                        _autosave,
+                        config.autosave_interval_seconds,
+                        "checkpoint-autosave",
+                        final=True,
+                        health=self.autosave_health,
+                    )
+                )
+            if config.purge_interval_seconds is not None:
+                self._background.append(
+                    Periodic(
+                        self,
+                        BoundedInMemorySaver.purge_expired,
+                        config.purge_interval_seconds,
+                        "checkpoint-expiry-sweep",
+                        final=False,
+                        health=self.sweep_health,
+                    )
+                )
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -255,12 +327,17 @@ class BoundedInMemorySaver(
 
     # --- observation and maintenance ------------------------------------------------------
 
-    def stats(self) -> StoreStats:
-        """Counters of what is stored and what the limits did.
+    def stats(self) -> SaverStats:
+        """Counters of what is stored, what the limits did, and how the background work fared.
 
         Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """
-        return self.store.stats()
+        return SaverStats(
+            **vars(self.store.stats()),
+            autosave_failures=self.autosave_health.failures,
+            last_autosave_error=self.autosave_health.last_error,
+            expiry_sweep_failures=self.sweep_health.failures,
+        )
 
     def dropped_thread(self, thread_id: str | int | UUID) -> DroppedThread | None:
         """Why, when and under which limit a thread was evicted or expired, or None if it was not.
@@ -386,10 +463,14 @@ class BoundedInMemorySaver(
         A direct walk of the engine's parent links: each ancestor is visited once
         for all channels.
 
+        Raises:
+            ValueError: ``channels`` is a lone string, or holds a name that is not one.
+
         Runtime complexity: O(a * (r * C + w log w)) for a ancestors walked, r
         channels asked for, C channels per checkpoint and w writes per ancestor
         (``engine.lineage.channel_history``), plus deserializing what is found.
         """
+        channels = channel_names(channels)
         if not channels:
             return {}
         return codec.decode_histories(self.serde, self._delta_histories(config, channels))
@@ -530,13 +611,7 @@ class BoundedInMemorySaver(
         The random suffix keeps a fork from an old checkpoint from overwriting
         the other branch's blobs. Runtime complexity: O(1).
         """
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{_version_counter(current) + 1:032}.{random.random():016}"
 
     # --- async twins ------------------------------------------------------------------------------
     # Engine work is short and bounded, so it runs on the event loop. Serializing
@@ -569,6 +644,7 @@ class BoundedInMemorySaver(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async ``get_delta_channel_history``."""
+        channels = channel_names(channels)
         if not channels:
             return {}
         histories = self._delta_histories(config, channels)
@@ -668,6 +744,8 @@ class BoundedInMemorySaver(
         """
         if filter is not None and not isinstance(filter, Mapping):
             raise ValueError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise ValueError(f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})")
         refs = iter(self._list_refs(config, before=before, limit=None if filter else limit))
         remaining = math.inf if limit is None else limit
         while remaining > 0:

@@ -45,11 +45,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -318,12 +320,28 @@ def parse_body(data: bytes, header: Header) -> Snapshot:
         raise SnapshotError("snapshot is corrupted or truncated: its checksum does not match")
     try:
         content = ormsgpack.unpackb(body)  # no ext_hook: an extension type in the structure is an error
-        return Snapshot(
-            saved_at=float(content["saved_at"]),
-            threads=[(_export(entry), float(entry[1])) for entry in content["threads"]],
+        parsed = Snapshot(
+            saved_at=_time(content["saved_at"]),
+            threads=[(_export(entry), _seconds(entry[1])) for entry in content["threads"]],
         )
-    except (KeyError, IndexError, TypeError, ValueError, ormsgpack.MsgpackDecodeError) as error:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, OSError, ormsgpack.MsgpackDecodeError) as error:
         raise SnapshotError(f"snapshot content is malformed: {error!r:.200}") from error
+    return parsed
+
+
+def _time(value: Any) -> float:
+    """A Unix time a date can be made of (a NaN or a time past year 9999 is damage)."""
+    seconds = float(value)
+    datetime.fromtimestamp(seconds, tz=UTC)  # raises ValueError, OverflowError or OSError
+    return seconds
+
+
+def _seconds(value: Any) -> float:
+    """Idle seconds: a finite number, at least 0."""
+    seconds = float(value)
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"idle seconds must be a finite number of at least 0, got {seconds!r}")
+    return seconds
 
 
 def decode(data: bytes, key: bytes | None = None, *, allow_unsigned: bool = False) -> Snapshot:
@@ -483,7 +501,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     """
     folder = target.parent if str(target.parent) else Path(".")
     prefix = f".{target.name}."
-    removed = []
+    removed: list[Path] = []
     try:
         candidates = [
             entry for entry in folder.iterdir() if entry.name.startswith(prefix) and entry.name.endswith(".tmp")

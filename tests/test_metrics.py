@@ -10,7 +10,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
-from langgraph.checkpoint.bounded.engine import StoreStats
 from langgraph.checkpoint.bounded.metrics import (
     PREFIX,
     STATS_NOT_EXPORTED,
@@ -18,6 +17,7 @@ from langgraph.checkpoint.bounded.metrics import (
     register_metrics,
     unregister_metrics,
 )
+from langgraph.checkpoint.bounded.saver import SaverStats
 from tests.conftest import FakeClock
 from tests.helpers import put
 
@@ -96,19 +96,19 @@ def test_every_numeric_setting_is_a_gauge_named_as_the_field() -> None:
 class FixedStats:
     """A saver whose stats() returns given numbers."""
 
-    def __init__(self, stats: StoreStats) -> None:
+    def __init__(self, stats: SaverStats) -> None:
         self._stats = stats
         self.config = InMemoryCheckpointConfig()
         self.store = object()
 
-    def stats(self) -> StoreStats:
+    def stats(self) -> SaverStats:
         return self._stats
 
 
 def test_every_stats_field_is_exported_or_said_not_to_be() -> None:
     # Each numeric field gets a distinct odd number; each must appear as a sample value.
-    numbers = {field.name: 1_001 + 2 * index for index, field in enumerate(fields(StoreStats))}
-    stats = StoreStats(**{**numbers, "rejections": {"max_threads": numbers["rejections"]}})
+    numbers = {field.name: 1_001 + 2 * index for index, field in enumerate(fields(SaverStats))}
+    stats = SaverStats(**{**numbers, "rejections": {"max_threads": numbers["rejections"]}})
     registry = CollectorRegistry()
     registry.register(SaverCollector(FixedStats(stats)))  # type: ignore[arg-type]
     exported = {

@@ -349,9 +349,9 @@ def test_the_key_appears_in_no_repr_error_or_log(tmp_path: Path, caplog: pytest.
     assert all(secret not in message for message in messages), messages
     with caplog.at_level(logging.DEBUG):  # a failing autosave logs its exception
         failing = keyed(secret, autosave_path=str(tmp_path / "missing" / "dir" / "file"), autosave_interval_seconds=9)
-        with BoundedInMemorySaver(config=failing) as autosaving:
-            put(autosaving, "t", {"a": 1})
-    assert "autosave failed" in caplog.text and secret not in caplog.text
+        with pytest.raises(FileNotFoundError) as closing, BoundedInMemorySaver(config=failing) as autosaving:
+            put(autosaving, "t", {"a": 1})  # leaving the block closes it: the last save fails, and says so
+    assert "autosave failed" in caplog.text and secret not in caplog.text and secret not in str(closing.value)
 
 
 # --- payload tags ---------------------------------------------------------------------------------
