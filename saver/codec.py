@@ -89,7 +89,10 @@ def encode_checkpoint(
         for channel, version in channel_versions.items():  # a version no serializer holds: say which
             check_record_version(channel, version)
         raise
-    metadata_type, metadata_data = dumps(merged)
+    try:
+        metadata_type, metadata_data = dumps(merged)
+    except TypeError as error:
+        raise TypeError(f"metadata cannot be serialized: {error}") from error
     record = make_checkpoint_record(
         (
             checkpoint.get("id"),
