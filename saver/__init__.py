@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
+    from .tiered import ThreadDeletedError, TieredSaver, TieredStats
     from .transfer import copy_threads
 
 try:
@@ -50,8 +51,11 @@ _EXPORTS = {
     "SaverStats": ".saver",
     "SnapshotError": ".snapshot",
     "StoreStats": ".engine",
+    "ThreadDeletedError": ".tiered",
     "ThreadEvictedError": ".engine",
     "ThreadExport": ".engine",
+    "TieredSaver": ".tiered",
+    "TieredStats": ".tiered",
     "copy_threads": ".transfer",
 }
 
@@ -67,8 +71,11 @@ __all__ = [
     "SaverStats",
     "SnapshotError",
     "StoreStats",
+    "ThreadDeletedError",
     "ThreadEvictedError",
     "ThreadExport",
+    "TieredSaver",
+    "TieredStats",
     "__version__",
     "copy_threads",
 ]

@@ -1,0 +1,338 @@
+"""How the tiered saver's callers keep out of each other's way, one thread id at a time.
+
+Four small pieces, each with one invariant, used by ``saver.tiered``:
+
+* ``DeletedThreads``: tombstones of deleted threads, so that a late write (of a
+  run that was still going when its thread was deleted) never brings it back;
+* ``ThreadGates``: writes and flushes that reach the durable tier for a thread
+  hold its gate shared, a deletion holds it alone, so a deletion never races a
+  write already past its checks;
+* ``WriteMarks``: a counter per thread (striped) that every write and deletion
+  moves, so that a read-through which began before it does not admit what it
+  read into the hot tier;
+* ``Flights``: concurrent misses on one key read the durable tier once, the
+  others wait for that read (dogpile's "one regenerates, the others wait").
+
+None of them holds a lock across a durable round trip: gates and flights are
+counts and futures, waited on without holding their own lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Hashable, Iterator
+from concurrent.futures import Future
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = [
+    "GATE_POLL_SECONDS",
+    "MARK_STRIPES",
+    "DeletedThread",
+    "DeletedThreads",
+    "Flight",
+    "Flights",
+    "ThreadDeletedError",
+    "ThreadGates",
+    "WriteMarks",
+]
+
+GATE_POLL_SECONDS = 0.001
+"""How often an async caller looks again at a gate held by another caller (it never blocks its loop)."""
+
+MARK_STRIPES = 1_024
+"""Counters ``WriteMarks`` keeps: threads share a counter when their ids hash alike (a needless retry, never a miss)."""
+
+
+class ThreadDeletedError(RuntimeError):
+    """A write continues a thread deleted since it began: refused, and written nowhere.
+
+    A run still going when its thread was deleted would otherwise bring the
+    thread back, partly, from its next write (langgraph#7206). A new run on the
+    same thread id (a checkpoint with no parent, or ids newer than anything the
+    deleted thread held) is not refused.
+
+    Attributes:
+        thread_id: The deleted thread.
+        checkpoint_id: The checkpoint the refused write continues.
+        seconds_ago: How long before this write the thread was deleted.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, seconds_ago: float) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.seconds_ago = seconds_ago
+        super().__init__(
+            f"thread {thread_id!r} was deleted {seconds_ago:.3g} s before this write, which continues its "
+            f"checkpoint {checkpoint_id!r}: the write was refused and nothing was written, so the thread does not "
+            f"come back. A new run on the thread starts afresh."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedThread:
+    """What a tombstone of a deleted thread holds.
+
+    Attributes:
+        thread_id: The thread.
+        newest_checkpoint_id: The greatest checkpoint id it held when deleted, if any.
+        deleted_at: ``time.monotonic()`` when it was deleted.
+    """
+
+    thread_id: str
+    newest_checkpoint_id: str | None
+    deleted_at: float
+
+    def continued_by(self, checkpoint_id: str | None) -> bool:
+        """Whether a write naming ``checkpoint_id`` continues the deleted thread (ids are time-ordered).
+
+        Runtime complexity: O(1).
+        """
+        return (
+            checkpoint_id is not None
+            and self.newest_checkpoint_id is not None
+            and checkpoint_id <= self.newest_checkpoint_id
+        )
+
+
+class DeletedThreads:
+    """The last ``capacity`` deleted threads, the oldest forgotten first.
+
+    Invariant: at most ``capacity`` records, each under its thread id. Reads and
+    writes of ``records`` happen under ``lock``.
+
+    Args:
+        capacity: How many are remembered (``max_dropped_thread_records``).
+    """
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.records: OrderedDict[str, DeletedThread] = OrderedDict()
+
+    def remember(self, thread_id: str, newest_checkpoint_id: str | None) -> None:
+        """Remember a thread just deleted. Runtime complexity: O(1) amortized."""
+        with self.lock:
+            self.records.pop(thread_id, None)
+            self.records[thread_id] = DeletedThread(thread_id, newest_checkpoint_id, time.monotonic())
+            while len(self.records) > self.capacity:
+                self.records.popitem(last=False)
+
+    def forget(self, thread_id: str) -> None:
+        """Forget a thread's tombstone (it was written on purpose again: a copy into it). Runtime complexity: O(1)."""
+        with self.lock:
+            self.records.pop(thread_id, None)
+
+    def refuse(self, thread_id: str, continues: str | None) -> None:
+        """Refuse a write that continues a deleted thread's checkpoint ``continues``.
+
+        Raises:
+            ThreadDeletedError: The write continues what was deleted.
+
+        Runtime complexity: O(1); nothing at all while no thread was deleted.
+        """
+        if not self.records:
+            return
+        record = self.records.get(thread_id)
+        if record is not None and record.continued_by(continues):
+            raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+class ThreadGates:
+    """Per thread id: the callers reaching the durable tier for it, or the one deletion under way.
+
+    Invariant: a thread id is in ``shared`` only while at least one caller
+    holds its gate shared, and in ``exclusive`` only while a deletion holds it;
+    never in both. Waiting happens on ``changed`` (sync) or by polling
+    (async), never while holding a durable connection.
+    """
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        self.shared: dict[str, int] = {}
+        self.exclusive: set[str] = set()
+
+    def _try_shared(self, thread_id: str) -> bool:
+        with self.changed:
+            if thread_id in self.exclusive:
+                return False
+            self.shared[thread_id] = self.shared.get(thread_id, 0) + 1
+            return True
+
+    def _release_shared(self, thread_id: str) -> None:
+        with self.changed:
+            count = self.shared[thread_id] - 1
+            if count:
+                self.shared[thread_id] = count
+            else:
+                del self.shared[thread_id]
+            self.changed.notify_all()
+
+    def _try_exclusive(self, thread_id: str) -> bool:
+        with self.changed:
+            if thread_id in self.exclusive:
+                return False
+            self.exclusive.add(thread_id)
+            return True
+
+    def _release_exclusive(self, thread_id: str) -> None:
+        with self.changed:
+            self.exclusive.discard(thread_id)
+            self.changed.notify_all()
+
+    @contextmanager
+    def sharing(self, thread_id: str) -> Iterator[None]:
+        """Hold a thread's gate shared: wait while a deletion of it is under way.
+
+        Runtime complexity: O(1), plus the wait for a deletion.
+        """
+        with self.changed:
+            self.changed.wait_for(lambda: thread_id not in self.exclusive)
+            self.shared[thread_id] = self.shared.get(thread_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._release_shared(thread_id)
+
+    @asynccontextmanager
+    async def asharing(self, thread_id: str) -> AsyncIterator[None]:
+        """``sharing`` for async callers: the wait polls, so the event loop is never blocked."""
+        while not self._try_shared(thread_id):
+            await asyncio.sleep(GATE_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            self._release_shared(thread_id)
+
+    @contextmanager
+    def alone(self, thread_id: str) -> Iterator[None]:
+        """Hold a thread's gate alone: wait for another deletion, then for the callers already in.
+
+        Callers arriving meanwhile wait for this one to finish. Runtime
+        complexity: O(1), plus the waits.
+        """
+        with self.changed:
+            self.changed.wait_for(lambda: thread_id not in self.exclusive)
+            self.exclusive.add(thread_id)
+            self.changed.wait_for(lambda: thread_id not in self.shared)
+        try:
+            yield
+        finally:
+            self._release_exclusive(thread_id)
+
+    @asynccontextmanager
+    async def aalone(self, thread_id: str) -> AsyncIterator[None]:
+        """``alone`` for async callers: both waits poll."""
+        while not self._try_exclusive(thread_id):
+            await asyncio.sleep(GATE_POLL_SECONDS)
+        try:
+            while thread_id in self.shared:
+                await asyncio.sleep(GATE_POLL_SECONDS)
+            yield
+        finally:
+            self._release_exclusive(thread_id)
+
+
+class WriteMarks:
+    """Counters moved by every write and deletion of a thread, striped over ``MARK_STRIPES`` slots.
+
+    A read-through notes its thread's mark before reading the durable tier and
+    admits what it read only if the mark has not moved: otherwise a write (or a
+    deletion) may have made the read stale. Threads sharing a slot only cost
+    each other an admission. Moves happen with the hot store's lock held (the
+    caller's), so a mark read under that lock is exact.
+    """
+
+    def __init__(self) -> None:
+        self.counts = [0] * MARK_STRIPES
+
+    def read(self, thread_id: str) -> int:
+        """The thread's mark now. Runtime complexity: O(1)."""
+        return self.counts[hash(thread_id) % MARK_STRIPES]
+
+    def move(self, thread_id: str) -> None:
+        """A write or deletion of the thread. Runtime complexity: O(1)."""
+        self.counts[hash(thread_id) % MARK_STRIPES] += 1
+
+
+Result = TypeVar("Result")
+
+
+class Flight(Generic[Result]):
+    """One read of the durable tier in flight, and the callers waiting for it.
+
+    Attributes:
+        future: Resolved with the read's result (a private copy for the waiters), or its error.
+        leader: The OS thread doing the read (a sync caller on it must not wait for itself).
+        waiters: How many callers wait.
+    """
+
+    def __init__(self) -> None:
+        self.future: Future[Result] = Future()
+        self.leader = threading.get_ident()
+        self.waiters = 0
+
+    def wait(self) -> Result:
+        """Block until the read lands; a fresh copy of its result, or its error raised here.
+
+        Runtime complexity: the read's, plus copying its result.
+        """
+        return copy.deepcopy(self.future.result())
+
+    async def await_(self) -> Result:
+        """``wait`` for async callers: the event loop runs while the read lands."""
+        return copy.deepcopy(await asyncio.wrap_future(self.future))
+
+
+class Flights(Generic[Result]):
+    """Durable reads in flight by key: the first caller of a key reads, later ones wait for it.
+
+    Invariant: a key is in ``flights`` from its leader's ``join`` to its
+    ``land``; a flight lands exactly once.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.flights: dict[Hashable, Flight[Result]] = {}
+
+    def join(self, key: Hashable, *, sync: bool) -> tuple[Flight[Result], bool]:
+        """The flight of ``key`` and whether the caller leads it (reads) or follows (waits).
+
+        A sync caller on the leader's own OS thread leads a flight of its own
+        instead of waiting (it would wait for itself). Runtime complexity: O(1).
+        """
+        with self.lock:
+            flight = self.flights.get(key)
+            if flight is not None and not (sync and flight.leader == threading.get_ident()):
+                flight.waiters += 1
+                return flight, False
+            flight = Flight()
+            self.flights.setdefault(key, flight)
+            return flight, True
+
+    def land(self, key: Hashable, flight: Flight[Result], result: Result) -> None:
+        """The leader's read is done: its waiters get a copy of ``result``. Runtime complexity: O(1),
+        plus one copy of the result when anyone waits."""
+        with self.lock:
+            if self.flights.get(key) is flight:
+                del self.flights[key]
+            waited = flight.waiters > 0
+        flight.future.set_result(copy.deepcopy(result) if waited else result)
+
+    def fail(self, key: Hashable, flight: Flight[Result], error: BaseException) -> None:
+        """The leader's read failed: its waiters get the error. Runtime complexity: O(1)."""
+        with self.lock:
+            if self.flights.get(key) is flight:
+                del self.flights[key]
+        flight.future.set_exception(error)
+
+    def __len__(self) -> int:
+        return len(self.flights)

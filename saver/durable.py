@@ -1,0 +1,520 @@
+"""The durable tier of ``TieredSaver``: any LangGraph checkpointer, with its sync and async sides resolved.
+
+A durable saver may lack a side. ``SqliteSaver`` and ``PostgresSaver`` are sync
+(``SqliteSaver``'s async methods raise ``NotImplementedError``);
+``AsyncSqliteSaver`` and ``AsyncPostgresSaver`` are async and bound to the event
+loop they were made on, and refuse sync calls made from it. ``DurableTier``
+calls each side the way the saver allows:
+
+* a sync saver: sync calls go straight to it; async calls use its async
+  method when it has one that works, else run the sync method in a worker
+  thread (``asyncio.to_thread``), so the caller's event loop never waits on I/O;
+* an async saver (one with its own ``loop``): async calls await it (on its
+  loop, when the caller runs on another); sync calls are handed to its loop
+  from the calling thread and waited for (at most ``timeout`` seconds). A sync
+  call made on that loop itself cannot be served (it would wait for the loop
+  it blocks): it raises ``DurableSideError`` saying to use the async methods.
+
+Optional operations (``delete_for_runs``, ``copy_thread``, ``prune``) use the
+saver's own method when it has one and emulate it otherwise through ``list``,
+``put``, ``put_writes`` and ``delete_thread`` (``copy_thread_through_api`` and
+``rewrite_thread``). Emulations are cold: they read whole threads, and a
+rewrite deletes a thread and puts back what survives, which is not atomic (a
+crash between the two loses the thread's survivors) and cannot carry a pending
+write's ``task_path`` (the public API does not expose it).
+
+``newest`` answers the coherence check of ``coherence="validate"``: the newest
+checkpoint id of a namespace and how many pending writes it has, by one indexed
+query where the saver allows one (``SqliteSaver``, ``PostgresSaver``,
+``AsyncPostgresSaver``), else by a ``get_tuple``.
+
+Every failure of the durable saver is counted in ``DurableHealth`` and raised
+to the caller unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from .config import InMemoryCheckpointConfig
+from .engine import StoreLimits
+from .locations import configurable
+
+__all__ = [
+    "DURABLE_CALL_SECONDS",
+    "OPTIONAL_OPERATIONS",
+    "DurableHealth",
+    "DurableSideError",
+    "DurableTier",
+    "Newest",
+    "copy_thread_through_api",
+    "put_tuple",
+    "rewrite_thread",
+]
+
+DURABLE_CALL_SECONDS = 60.0
+"""How long a sync call waits for an async durable saver's loop before it fails (a stopped loop never answers)."""
+
+OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
+"""Operations a durable saver may lack; the tier emulates those it lacks."""
+
+T = TypeVar("T")
+
+
+class DurableSideError(RuntimeError):
+    """The durable saver cannot serve this side here (a sync call on an async saver's own event loop)."""
+
+
+@dataclass
+class DurableHealth:
+    """How the durable tier has fared: calls, failures, and the last failure. Shared by a saver's copies.
+
+    Attributes:
+        calls: Calls made to the durable saver.
+        errors: Calls that raised (each raised on to the caller too).
+        last_error: The last of them, as ``ExceptionType: message``, or None.
+        lock: Guards the counters (sync callers in many threads).
+    """
+
+    calls: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def called(self) -> None:
+        """Count a call. Runtime complexity: O(1)."""
+        with self.lock:
+            self.calls += 1
+
+    def failed(self, error: BaseException) -> None:
+        """Count a failure and keep its description. Runtime complexity: O(1)."""
+        with self.lock:
+            self.errors += 1
+            self.last_error = f"{type(error).__name__}: {error}"
+
+
+class Newest(NamedTuple):
+    """What the coherence check compares: a namespace's newest checkpoint id (None: it has none) and
+    how many pending writes that checkpoint has."""
+
+    checkpoint_id: str | None
+    writes: int
+
+
+def _own_loop(saver: BaseCheckpointSaver[Any]) -> asyncio.AbstractEventLoop | None:
+    """The event loop an async saver is bound to (``AsyncPostgresSaver.loop``, ``AsyncSqliteSaver.loop``)."""
+    loop = getattr(saver, "loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+
+
+def _overrides(saver: BaseCheckpointSaver[Any], method: str) -> bool:
+    """Whether the saver's class defines ``method`` itself (not ``BaseCheckpointSaver``'s default)."""
+    return getattr(type(saver), method, None) is not getattr(BaseCheckpointSaver, method, None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _collect(tuples: AsyncIterator[CheckpointTuple]) -> list[CheckpointTuple]:
+    return [item async for item in tuples]
+
+
+class DurableTier:
+    """The durable saver, called on the side each caller runs on, its failures counted.
+
+    Args:
+        saver: Any ``BaseCheckpointSaver``.
+        health: Where calls and failures are counted.
+        timeout: Seconds a sync call waits for an async saver's loop.
+
+    Raises:
+        ValueError: ``saver`` is not a ``BaseCheckpointSaver``.
+    """
+
+    def __init__(
+        self, saver: BaseCheckpointSaver[Any], health: DurableHealth, *, timeout: float = DURABLE_CALL_SECONDS
+    ) -> None:
+        if not isinstance(saver, BaseCheckpointSaver):
+            raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
+        self.saver = saver
+        self.health = health
+        self.timeout = timeout
+        self.loop = _own_loop(saver)
+        self.no_async: set[str] = set()  # async methods found to raise NotImplementedError: use the sync one
+        self.native = {operation: self._has(operation) for operation in ("delete_thread", *OPTIONAL_OPERATIONS)}
+
+    @property
+    def name(self) -> str:
+        """The durable saver's class name, for messages."""
+        return type(self.saver).__name__
+
+    def sides(self) -> str:
+        """Which side serves what, in one sentence (for ``repr`` and errors). Runtime complexity: O(1)."""
+        if self.loop is not None:
+            return (
+                f"{self.name} is async: async methods await it; sync methods hand their calls to its event loop "
+                f"from other threads, and cannot be used on that loop itself"
+            )
+        return f"{self.name} is sync: sync methods call it; async methods run its sync methods in a worker thread"
+
+    def _has(self, operation: str) -> bool:
+        if self.loop is not None:
+            return _overrides(self.saver, "a" + operation)
+        return _overrides(self.saver, operation) or _overrides(self.saver, "a" + operation)
+
+    # --- the two sides -----------------------------------------------------------------------------------
+
+    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` on the sync side. Runtime complexity: the durable saver's.
+
+        Raises:
+            DurableSideError: An async saver called on its own event loop.
+            Exception: Whatever the durable saver raised (counted).
+        """
+        self.health.called()
+        try:
+            if self.loop is None:
+                return getattr(self.saver, method)(*args, **kwargs)
+            return self._on_own_loop(getattr(self.saver, "a" + method)(*args, **kwargs))
+        except NotImplementedError:
+            raise  # a method the saver lacks, not a failure of the durable tier
+        except BaseException as error:
+            self.health.failed(error)
+            raise
+
+    def _on_own_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        loop = self.loop
+        assert loop is not None
+        if _running_loop() is loop:
+            coroutine.close()
+            raise DurableSideError(
+                f"{self.name} refuses sync calls made on its own event loop, and TieredSaver's sync methods were "
+                f"called there: use the async methods (ainvoke, aget_state, aget_tuple, ...) on that loop"
+            )
+        if loop.is_closed():
+            coroutine.close()
+            raise DurableSideError(f"the event loop {self.name} was made on is closed: it cannot be called")
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(self.timeout)
+
+    async def acall(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``method`` on the async side, never blocking the caller's loop. Runtime complexity: the saver's.
+
+        Raises:
+            Exception: Whatever the durable saver raised (counted).
+        """
+        self.health.called()
+        try:
+            return await self._async(
+                method,
+                lambda: getattr(self.saver, "a" + method)(*args, **kwargs),
+                lambda: getattr(self.saver, method)(*args, **kwargs),
+            )
+        except BaseException as error:
+            self.health.failed(error)
+            raise
+
+    async def _async(self, method: str, native: Callable[[], Awaitable[T]], sync: Callable[[], T]) -> T:
+        if self.loop is not None:
+            if _running_loop() is self.loop:
+                return await native()
+            future = asyncio.run_coroutine_threadsafe(cast(Coroutine[Any, Any, T], native()), self.loop)
+            return await asyncio.wrap_future(future)
+        if method not in self.no_async and _overrides(self.saver, "a" + method):
+            try:
+                return await native()
+            except NotImplementedError:
+                self.no_async.add(method)  # SqliteSaver's async methods: a sync saver after all
+        return await asyncio.to_thread(sync)
+
+    # --- reads and writes ---------------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The durable saver's ``get_tuple``."""
+        return cast(CheckpointTuple | None, self.call("get_tuple", config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The durable saver's ``aget_tuple`` (or ``get_tuple`` in a worker thread)."""
+        return cast(CheckpointTuple | None, await self.acall("get_tuple", config))
+
+    def list(self, config: RunnableConfig | None, **criteria: Any) -> list[CheckpointTuple]:
+        """The durable saver's ``list``, read whole (its cursor and lock are released before it returns).
+
+        Runtime complexity: the saver's, for every result.
+        """
+        self.health.called()
+        try:
+            if self.loop is None:
+                return list(self.saver.list(config, **criteria))
+            return self._on_own_loop(_collect(self.saver.alist(config, **criteria)))
+        except BaseException as error:
+            self.health.failed(error)
+            raise
+
+    async def alist(self, config: RunnableConfig | None, **criteria: Any) -> list[CheckpointTuple]:
+        """The durable saver's ``alist`` read whole (or ``list`` in a worker thread)."""
+        self.health.called()
+        try:
+            return await self._async(
+                "list",
+                lambda: _collect(self.saver.alist(config, **criteria)),
+                lambda: list(self.saver.list(config, **criteria)),
+            )
+        except BaseException as error:
+            self.health.failed(error)
+            raise
+
+    def newest(self, thread_id: str, namespace: str) -> Newest:
+        """The newest checkpoint id of a namespace and its number of pending writes (the coherence check).
+
+        One indexed query for ``SqliteSaver`` and ``PostgresSaver``, else a ``get_tuple``.
+        Runtime complexity: one round trip.
+        """
+        self.health.called()
+        try:
+            probe = _sync_probe(self.saver)
+            if probe is not None:
+                return probe(thread_id, namespace)
+        except BaseException as error:
+            self.health.failed(error)
+            raise
+        found = self.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
+        return _newest_of(found)
+
+    async def anewest(self, thread_id: str, namespace: str) -> Newest:
+        """``newest`` for async callers (one indexed query for ``AsyncPostgresSaver``)."""
+        if self.loop is None and _sync_probe(self.saver) is not None:
+            return await asyncio.to_thread(self.newest, thread_id, namespace)
+        probe = _async_probe(self.saver)
+        if probe is not None and _running_loop() is self.loop:
+            self.health.called()
+            try:
+                return await probe(thread_id, namespace)
+            except BaseException as error:
+                self.health.failed(error)
+                raise
+        found = await self.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
+        return _newest_of(found)
+
+    # --- optional operations: the saver's own, or emulated ----------------------------------------------------
+
+    def copy_thread(self, source_id: str, target_id: str) -> None:
+        """Copy a thread, all namespaces, with the saver's ``copy_thread`` or through its API.
+
+        Runtime complexity: O(size of the source) round trips when emulated.
+        """
+        if self.native["copy_thread"]:
+            self.call("copy_thread", source_id, target_id)
+        else:
+            copy_thread_through_api(self, source_id, target_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str) -> None:
+        """Prune threads: the saver's own ``prune``, or (when it has none, or refuses a thread, as
+        ``PostgresSaver.prune`` refuses ``keep_latest`` on threads using a ``DeltaChannel``) emulated.
+
+        ``"keep_latest"`` keeps each namespace's latest checkpoint and the
+        ancestors it needs to rebuild its ``DeltaChannel`` values (the engine's
+        rule, computed on a copy); ``"delete"`` deletes the threads.
+
+        Runtime complexity: the saver's, or O(size of the threads) round trips when emulated.
+        """
+        if self.native["prune"]:
+            try:
+                self.call("prune", list(thread_ids), strategy=strategy)
+                return
+            except NotImplementedError:
+                pass  # a thread the saver's own rule refuses: the engine's rule keeps its delta chains
+        for thread_id in thread_ids:
+            if strategy == "keep_latest":
+                rewrite_thread(self, thread_id, lambda scratch, ids: scratch.prune(ids, strategy="keep_latest"))
+            else:
+                self.call("delete_thread", thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Delete the checkpoints of these runs, with the saver's own method or emulated; return the threads
+        the emulation rewrote (empty when the saver's own method ran).
+
+        Emulated, every thread holding one of the runs is found by a metadata
+        filter over every thread, and rewritten keeping the ancestors a
+        surviving checkpoint needs (the engine's rule). Runtime complexity: the
+        saver's, or a scan of every checkpoint plus O(size of those threads) when emulated.
+        """
+        if not run_ids:
+            return set()
+        if self.native["delete_for_runs"]:
+            self.call("delete_for_runs", list(run_ids))
+            return set()
+        holders = sorted(
+            {
+                str(configurable(item.config)["thread_id"])
+                for run_id in run_ids
+                for item in self.list(None, filter={"run_id": run_id})
+            }
+        )
+        runs = list(run_ids)
+        for thread_id in holders:
+            rewrite_thread(self, thread_id, lambda scratch, ids: scratch.delete_for_runs(runs))
+        return set(holders)
+
+
+# --- emulations through the public API ---------------------------------------------------------------------
+
+
+def put_tuple(tier: DurableTier, item: CheckpointTuple, thread_id: str) -> None:
+    """Put one checkpoint as a read returned it (every value it holds, its metadata, parent link and
+    pending writes, task by task) into ``thread_id`` of the durable tier. Runtime complexity: one round trip
+    for the checkpoint, one per task."""
+    _put_copy(lambda method, *args: tier.call(method, *args), item, thread_id)
+
+
+def _put_copy(call: Callable[..., Any], item: CheckpointTuple, thread_id: str) -> None:
+    """Put a read checkpoint into ``thread_id`` through ``call(method, *args)`` (a saver's ``put``/``put_writes``)."""
+    located = configurable(item.config)
+    target: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": located.get("checkpoint_ns", "") or ""}
+    if item.parent_config is not None:
+        target["checkpoint_id"] = configurable(item.parent_config)["checkpoint_id"]
+    checkpoint: dict[str, Any] = dict(item.checkpoint)
+    versions = checkpoint.get("channel_versions", {})
+    values = checkpoint.get("channel_values", {})
+    new_versions = {channel: versions[channel] for channel in values if channel in versions}
+    stored = call("put", {"configurable": target}, checkpoint, dict(item.metadata), new_versions)
+    tasks: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in item.pending_writes or []:
+        tasks.setdefault(task_id, []).append((channel, value))
+    for task_id, writes in tasks.items():
+        call("put_writes", stored, writes, task_id)
+
+
+def copy_thread_through_api(tier: DurableTier, source_id: str, target_id: str) -> None:
+    """Copy every checkpoint of a thread, all namespaces, oldest first, with its writes, into another.
+
+    The whole parent chain is copied, so a ``DeltaChannel`` rebuilds on the
+    target. A pending write's ``task_path`` is not carried (the API does not
+    expose it). Runtime complexity: O(size of the source) round trips.
+    """
+    if source_id == target_id:
+        return
+    for item in _oldest_first(tier.list({"configurable": {"thread_id": source_id}})):
+        put_tuple(tier, item, target_id)
+
+
+def rewrite_thread(
+    tier: DurableTier, thread_id: str, operation: Callable[[BaseCheckpointSaver[Any], list[str]], None]
+) -> bool:
+    """Apply a removal to a thread the durable saver cannot apply itself: find what survives by running
+    ``operation`` on an in-memory copy (the engine's ancestry-aware rules), then delete the thread and
+    put back the survivors, oldest first. Return whether anything was removed.
+
+    Not atomic: a crash between the deletion and the last put loses survivors.
+    Runtime complexity: O(size of the thread) round trips, and its copy in memory.
+    """
+    from .saver import BoundedInMemorySaver
+
+    everything = tier.list({"configurable": {"thread_id": thread_id}})
+    if not everything:
+        return False
+    scratch = BoundedInMemorySaver(config=_UNBOUNDED, serde=tier.saver.serde)
+    for item in _oldest_first(everything):
+        _put_copy(lambda method, *args: getattr(scratch, method)(*args), item, thread_id)
+    operation(scratch, [thread_id])
+    surviving = {_location(item) for item in scratch.list({"configurable": {"thread_id": thread_id}})}
+    if len(surviving) == len(everything):
+        return False
+    tier.call("delete_thread", thread_id)
+    for item in _oldest_first(everything):
+        if _location(item) in surviving:
+            put_tuple(tier, item, thread_id)
+    return True
+
+
+_UNBOUNDED = InMemoryCheckpointConfig(**vars(StoreLimits.unbounded()))
+
+
+def _location(item: CheckpointTuple) -> tuple[str, str]:
+    located = configurable(item.config)
+    return located.get("checkpoint_ns", "") or "", str(located["checkpoint_id"])
+
+
+def _oldest_first(items: Iterable[CheckpointTuple]) -> list[CheckpointTuple]:
+    return sorted(items, key=lambda item: str(configurable(item.config)["checkpoint_id"]))
+
+
+def _newest_of(found: CheckpointTuple | None) -> Newest:
+    if found is None:
+        return Newest(None, 0)
+    return Newest(str(configurable(found.config)["checkpoint_id"]), len(found.pending_writes or []))
+
+
+# --- the coherence check's indexed queries -----------------------------------------------------------------
+
+_NEWEST_SQLITE = (
+    "SELECT c.checkpoint_id, (SELECT COUNT(*) FROM writes w WHERE w.thread_id = c.thread_id "
+    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) "
+    "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+_NEWEST_POSTGRES = (
+    "SELECT c.checkpoint_id, (SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id "
+    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) AS writes "
+    "FROM checkpoints c WHERE c.thread_id = %s AND c.checkpoint_ns = %s ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+
+
+def _sync_probe(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], Newest] | None:
+    """The indexed query for a sync SQLite or PostgreSQL saver, or None."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:  # pragma: no cover - the optional package is absent
+        SqliteSaver = None  # type: ignore[assignment,misc]
+    if SqliteSaver is not None and isinstance(saver, SqliteSaver):
+        sqlite_saver = saver
+
+        def sqlite_newest(thread_id: str, namespace: str) -> Newest:
+            with sqlite_saver.cursor(transaction=False) as cursor:
+                row = cursor.execute(_NEWEST_SQLITE, (thread_id, namespace)).fetchone()
+            return Newest(None, 0) if row is None else Newest(str(row[0]), int(row[1]))
+
+        return sqlite_newest
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # pragma: no cover - the optional package is absent
+        return None
+    if isinstance(saver, PostgresSaver):
+        postgres_saver = saver
+
+        def postgres_newest(thread_id: str, namespace: str) -> Newest:
+            with postgres_saver._cursor() as cursor:
+                cursor.execute(_NEWEST_POSTGRES, (thread_id, namespace))
+                row = cursor.fetchone()
+            return Newest(None, 0) if row is None else Newest(str(row["checkpoint_id"]), int(row["writes"]))
+
+        return postgres_newest
+    return None
+
+
+def _async_probe(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], Awaitable[Newest]] | None:
+    """The indexed query for ``AsyncPostgresSaver``, or None."""
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:  # pragma: no cover - the optional package is absent
+        return None
+    if not isinstance(saver, AsyncPostgresSaver):
+        return None
+    postgres_saver = saver
+
+    async def postgres_newest(thread_id: str, namespace: str) -> Newest:
+        async with postgres_saver._cursor() as cursor:
+            await cursor.execute(_NEWEST_POSTGRES, (thread_id, namespace))
+            row = await cursor.fetchone()
+        return Newest(None, 0) if row is None else Newest(str(row["checkpoint_id"]), int(row["writes"]))
+
+    return postgres_newest

@@ -1,0 +1,171 @@
+"""What the hot tier of ``TieredSaver`` holds of each thread, beyond its latest checkpoints.
+
+The hot tier holds a recent *suffix* of each namespace it has: every
+checkpoint from some id (the namespace's *floor*) on, with all their pending
+writes. Its latest checkpoint of a namespace is always the durable tier's
+latest (every write reaches both tiers, a read-through admits the latest it
+read, and a thread that cannot take a write leaves memory whole), so a read of
+the latest needs nothing from here. The reads that need more do:
+
+* a checkpoint id the hot tier lacks: absent from the durable tier too when it
+  is at or above the namespace's floor;
+* ``list()`` with ``before``, ``filter`` or a ``limit`` reaching below the floor;
+* ``get_delta_channel_history`` walking below it;
+* a namespace the hot tier has not: absent from the durable tier too when the
+  thread's namespaces are all known (``all_namespaces``: a thread the durable
+  tier did not hold when it first came to memory).
+
+A ``Residency`` describes one life of a hot thread: it is replaced whenever the
+thread comes to memory anew, and forgotten when it leaves. Every change happens
+with the hot store's lock held (``ResidencyLedger`` says so in each method), in
+the same hold as the store operation it describes.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "Residency", "ResidencyLedger"]
+
+COMPLETE = None
+"""A floor meaning: every checkpoint of the namespace is hot."""
+
+KNOWN_EMPTY_BOUND = 4_096
+"""Threads remembered as held by neither tier (a thread's first read found nothing), the oldest forgotten first."""
+
+
+@dataclass
+class Residency:
+    """What one thread's hot copy holds.
+
+    Invariant: for each namespace in ``floors``, the hot tier holds every
+    checkpoint the durable tier (with write-back, plus the unflushed ones)
+    holds in it whose id is at least its floor (every one when the floor is
+    ``COMPLETE``), each with all its pending writes; with ``all_namespaces``,
+    the durable tier has no namespace of the thread that is not in ``floors``.
+
+    Attributes:
+        floors: Namespace to its floor, or ``COMPLETE``.
+        all_namespaces: Every namespace the thread has is in ``floors``.
+        stored: It describes a thread stored in the hot tier (False: a thread
+            known to be held by neither tier, so nothing is stored).
+    """
+
+    floors: dict[str, str | None] = field(default_factory=dict)
+    all_namespaces: bool = False
+    stored: bool = True
+
+    def floor_of(self, namespace: str) -> tuple[bool, str | None]:
+        """Whether the namespace is described, and its floor. Runtime complexity: O(1)."""
+        if namespace in self.floors:
+            return True, self.floors[namespace]
+        return self.all_namespaces, COMPLETE  # a namespace the thread does not have: complete, and empty
+
+    def holds(self, namespace: str, checkpoint_id: str) -> bool:
+        """Whether the hot tier holds the checkpoint if the durable tier does. Runtime complexity: O(1)."""
+        described, floor = self.floor_of(namespace)
+        return described and (floor is COMPLETE or checkpoint_id >= floor)
+
+    def complete(self) -> bool:
+        """Whether the hot tier holds the whole thread. Runtime complexity: O(namespaces)."""
+        return self.all_namespaces and all(floor is COMPLETE for floor in self.floors.values())
+
+
+class ResidencyLedger:
+    """The ``Residency`` of every hot thread, and of threads known to be held by neither tier.
+
+    Invariant: an entry with ``stored`` describes the thread's current life in
+    the hot store, or is stale and then ignored: a reader passes whether the
+    thread is stored, and an entry whose ``stored`` differs is no answer. A new
+    life always replaces the entry (``came_to_memory``). Entries not ``stored``
+    are at most ``KNOWN_EMPTY_BOUND``. Every method runs with the hot store's
+    lock held.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Residency] = {}
+        self.empty: OrderedDict[str, None] = OrderedDict()  # the entries not stored, oldest first
+
+    def lookup(self, thread_id: str, stored: bool) -> Residency | None:
+        """The thread's residency if it describes the thread as it is (stored or not). Runtime complexity: O(1)."""
+        entry = self.entries.get(thread_id)
+        return entry if entry is not None and entry.stored == stored else None
+
+    def came_to_memory(self, thread_id: str, namespace: str, floor: str | None) -> Residency:
+        """A new life: the thread was not stored, and a write or an admission just stored ``namespace``
+        from ``floor`` on. A thread known to be held by neither tier starts with every namespace known.
+
+        Runtime complexity: O(1).
+        """
+        known_empty = thread_id in self.empty
+        self._unmark_empty(thread_id)
+        entry = Residency({namespace: COMPLETE if known_empty else floor}, all_namespaces=known_empty)
+        self.entries[thread_id] = entry
+        return entry
+
+    def came_with_writes_only(self, thread_id: str) -> None:
+        """A new life that holds pending writes and no checkpoint yet. Runtime complexity: O(1)."""
+        known_empty = thread_id in self.empty
+        self._unmark_empty(thread_id)
+        self.entries[thread_id] = Residency({}, all_namespaces=known_empty)
+
+    def stored_namespace(self, thread_id: str, namespace: str, floor: str | None) -> None:
+        """A stored thread's write or admission stored a namespace it had not, from ``floor`` on (a namespace
+        it has keeps its floor: a write's checkpoint is its newest). Runtime complexity: O(1).
+        """
+        entry = self.entries.get(thread_id)
+        if entry is not None and entry.stored and namespace not in entry.floors:
+            entry.floors[namespace] = COMPLETE if entry.all_namespaces else floor
+
+    def lower_floor(self, thread_id: str, namespace: str, floor: str | None) -> None:
+        """An admission stored every durable checkpoint of a namespace from ``floor`` up to the ones it held:
+        the suffix it holds grows downward. Runtime complexity: O(1).
+        """
+        entry = self.entries.get(thread_id)
+        if entry is None or not entry.stored:
+            return
+        current = entry.floors.get(namespace, floor)
+        if floor is COMPLETE or current is COMPLETE:
+            entry.floors[namespace] = COMPLETE if floor is COMPLETE else current
+        else:
+            entry.floors[namespace] = min(floor, current)
+
+    def reset(self, thread_id: str, namespace: str, floor: str | None) -> None:
+        """An operation changed the thread in ways not tracked (pruning, a drop and return): keep only what
+        it guarantees, ``namespace`` from ``floor`` on. Runtime complexity: O(1).
+        """
+        self._unmark_empty(thread_id)
+        self.entries[thread_id] = Residency({namespace: floor}, all_namespaces=False)
+
+    def known_empty(self, thread_id: str) -> None:
+        """The thread is held by neither tier (a read found nothing, or it was deleted). Runtime complexity: O(1)."""
+        self.entries[thread_id] = Residency({}, all_namespaces=True, stored=False)
+        self.empty.pop(thread_id, None)
+        self.empty[thread_id] = None
+        while len(self.empty) > KNOWN_EMPTY_BOUND:
+            oldest, _ = self.empty.popitem(last=False)
+            self.entries.pop(oldest, None)
+
+    def forget(self, thread_id: str) -> None:
+        """Nothing is known of the thread any more (it left memory, or changed in the durable tier).
+
+        Runtime complexity: O(1).
+        """
+        self.entries.pop(thread_id, None)
+        self.empty.pop(thread_id, None)
+
+    def forget_stored(self, thread_id: str) -> None:
+        """Forget the thread's entry if it describes a stored life (one that just left memory).
+
+        Runtime complexity: O(1).
+        """
+        entry = self.entries.get(thread_id)
+        if entry is not None and entry.stored:
+            del self.entries[thread_id]
+
+    def _unmark_empty(self, thread_id: str) -> None:
+        self.empty.pop(thread_id, None)
+
+    def __len__(self) -> int:
+        return len(self.entries)
