@@ -1060,11 +1060,14 @@ class TieredSaver(
                 shared.counters.hits += 1
                 return []
             if namespace is None:
-                if not entry.complete():
+                if not entry.all_namespaces:
                     return None
-                floor: str | None = COMPLETE
+                partial = [floor for floor in entry.floors.values() if floor is not COMPLETE]
+                floor: str | None = max(partial) if partial else COMPLETE  # above it, every namespace is whole
                 refs = store.list(thread_id, None, checkpoint_id=request.checkpoint_id, before=request.before_id)
-                refs.sort(key=lambda ref: ref.record.checkpoint_id, reverse=True)  # the durable order
+                refs.sort(key=lambda ref: ref.record.checkpoint_id, reverse=True)  # the durable tiers' order
+                if floor is not COMPLETE:
+                    refs = [ref for ref in refs if ref.record.checkpoint_id >= floor]
             else:
                 described, floor = entry.floor_of(namespace)
                 if not described:
