@@ -35,6 +35,7 @@ to the caller unchanged.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -247,7 +248,7 @@ class DurableTier:
         """The durable saver's ``aget_tuple`` (or ``get_tuple`` in a worker thread)."""
         return cast(CheckpointTuple | None, await self.acall("get_tuple", config))
 
-    def list(self, config: RunnableConfig | None, **criteria: Any) -> list[CheckpointTuple]:
+    def list(self, config: RunnableConfig | None, **criteria: Any) -> builtins.list[CheckpointTuple]:
         """The durable saver's ``list``, read whole (its cursor and lock are released before it returns).
 
         Runtime complexity: the saver's, for every result.
@@ -261,7 +262,7 @@ class DurableTier:
             self.health.failed(error)
             raise
 
-    async def alist(self, config: RunnableConfig | None, **criteria: Any) -> list[CheckpointTuple]:
+    async def alist(self, config: RunnableConfig | None, **criteria: Any) -> builtins.list[CheckpointTuple]:
         """The durable saver's ``alist`` read whole (or ``list`` in a worker thread)."""
         self.health.called()
         try:

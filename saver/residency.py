@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 __all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "Residency", "ResidencyLedger"]
 
 COMPLETE = None
-"""A floor meaning: every checkpoint of the namespace is hot."""
+"""A floor meaning: every checkpoint of the namespace is hot (tested as ``floor is None``, which checkers narrow)."""
 
 KNOWN_EMPTY_BOUND = 4_096
 """Threads remembered as held by neither tier (a thread's first read found nothing), the oldest forgotten first."""
@@ -65,11 +65,11 @@ class Residency:
     def holds(self, namespace: str, checkpoint_id: str) -> bool:
         """Whether the hot tier holds the checkpoint if the durable tier does. Runtime complexity: O(1)."""
         described, floor = self.floor_of(namespace)
-        return described and (floor is COMPLETE or checkpoint_id >= floor)
+        return described and (floor is None or checkpoint_id >= floor)
 
     def complete(self) -> bool:
         """Whether the hot tier holds the whole thread. Runtime complexity: O(namespaces)."""
-        return self.all_namespaces and all(floor is COMPLETE for floor in self.floors.values())
+        return self.all_namespaces and all(floor is None for floor in self.floors.values())
 
 
 class ResidencyLedger:
@@ -126,8 +126,8 @@ class ResidencyLedger:
         if entry is None or not entry.stored:
             return
         current = entry.floors.get(namespace, floor)
-        if floor is COMPLETE or current is COMPLETE:
-            entry.floors[namespace] = COMPLETE if floor is COMPLETE else current
+        if floor is None or current is None:
+            entry.floors[namespace] = COMPLETE if floor is None else current
         else:
             entry.floors[namespace] = min(floor, current)
 

@@ -51,7 +51,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Hashable, Itera
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -246,8 +246,8 @@ class _Shared:
     hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
 
     def __init__(self, write: WriteMode, coherence: Coherence, max_dirty_bytes: float, capacity: float) -> None:
-        self.write = write
-        self.coherence = coherence
+        self.write: WriteMode = write
+        self.coherence: Coherence = coherence
         self.max_dirty_bytes = max_dirty_bytes
         self.residency = ResidencyLedger()
         self.dirty = DirtyLedger()
@@ -662,7 +662,8 @@ class TieredSaver(
             return codec.decode_histories(self.serde, histories)
         self._flush_thread(thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names))
-        return self._flown(key, lambda: self._durable.call("get_delta_channel_history", config=config, channels=names))
+        read = lambda: self._durable.call("get_delta_channel_history", config=config, channels=names)  # noqa: E731
+        return cast(Mapping[str, DeltaChannelHistory], self._flown(key, read))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -681,9 +682,8 @@ class TieredSaver(
             return codec.decode_histories(self.serde, histories)
         await self._aflush_thread(thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names))
-        return await self._aflown(
-            key, lambda: self._durable.acall("get_delta_channel_history", config=config, channels=names)
-        )
+        read = lambda: self._durable.acall("get_delta_channel_history", config=config, channels=names)  # noqa: E731
+        return cast(Mapping[str, DeltaChannelHistory], await self._aflown(key, read))
 
     # --- writes -----------------------------------------------------------------------------------------------------
 
@@ -736,7 +736,10 @@ class TieredSaver(
         """Async ``put``: the durable tier's async side; large new values serialized in a worker thread."""
         thread_id, namespace, parent_id = locate(config)
         values = checkpoint.get("channel_values", {}) if isinstance(checkpoint, Mapping) else {}
-        encode = lambda: codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)  # noqa: E731
+
+        def encode() -> tuple[CheckpointRecord, dict[BlobKey, Blob]]:
+            return codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+
         large = rough_size(values[channel] for channel in new_versions if channel in values)
         record, blobs = await asyncio.to_thread(encode) if large > self.config.async_offload_bytes else encode()
         root = root_checkpoint_of(config) if namespace else None
@@ -1021,7 +1024,7 @@ class TieredSaver(
             if store.get(thread_id, namespace, checkpoint_id) is None:
                 return None
             histories = store.delta_history(thread_id, namespace, checkpoint_id, channels)
-            if entry.floors[namespace] is not COMPLETE and any(h.seed is None for h in histories.values()):
+            if entry.floors[namespace] is not None and any(h.seed is None for h in histories.values()):
                 return None
             shared.counters.hits += 1
             return histories
@@ -1062,11 +1065,11 @@ class TieredSaver(
             if namespace is None:
                 if not entry.all_namespaces:
                     return None
-                partial = [floor for floor in entry.floors.values() if floor is not COMPLETE]
-                floor: str | None = max(partial) if partial else COMPLETE  # above it, every namespace is whole
+                partial = [floor for floor in entry.floors.values() if floor is not None]
+                floor: str | None = max(partial) if partial else None  # above it, every namespace is whole
                 refs = store.list(thread_id, None, checkpoint_id=request.checkpoint_id, before=request.before_id)
                 refs.sort(key=lambda ref: ref.record.checkpoint_id, reverse=True)  # the durable tiers' order
-                if floor is not COMPLETE:
+                if floor is not None:
                     refs = [ref for ref in refs if ref.record.checkpoint_id >= floor]
             else:
                 described, floor = entry.floor_of(namespace)
@@ -1075,7 +1078,7 @@ class TieredSaver(
                 if request.checkpoint_id is not None and not entry.holds(namespace, request.checkpoint_id):
                     return None
                 refs = store.list(thread_id, namespace, checkpoint_id=request.checkpoint_id, before=request.before_id)
-                if floor is not COMPLETE:
+                if floor is not None:
                     refs = [ref for ref in refs if ref.record.checkpoint_id >= floor]
         loads = self.serde.loads_typed
         chosen: builtins.list[tuple[Any, CheckpointMetadata | None]] = []
@@ -1088,7 +1091,7 @@ class TieredSaver(
                 if not all(value == metadata.get(key) for key, value in request.filter.items()):
                     continue
             chosen.append((ref, metadata))
-        if floor is not COMPLETE and (request.limit is None or len(chosen) < request.limit):
+        if floor is not None and (request.limit is None or len(chosen) < request.limit):
             return None  # the answer may reach below the floor: the durable tier's
         views = store.views(ref for ref, _ in chosen)
         if any(view is None for view in views):
@@ -1541,7 +1544,7 @@ class TieredSaver(
         new_versions = {channel: versions[channel] for channel in values if channel in versions}
         parent_id = checkpoint_id_of(configurable(found.parent_config)) if found.parent_config else None
         record, blobs = codec.encode_checkpoint(
-            self.serde, found.config, checkpoint, found.metadata, new_versions, parent_id
+            self.serde, found.config, cast(Checkpoint, checkpoint), found.metadata, new_versions, parent_id
         )
         return _Admission(record, blobs, _admitted_writes(self.serde, found.pending_writes or []))
 
@@ -1590,13 +1593,11 @@ class TieredSaver(
             entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
             current = entry.floors.get(namespace, COMPLETE) if entry is not None and alive else None
             has_suffix = entry is not None and alive and namespace in entry.floors
-            if request.before_id is not None and not (
-                has_suffix and (current is COMPLETE or request.before_id >= current)  # type: ignore[operator]
-            ):
+            if request.before_id is not None and not (has_suffix and (current is None or request.before_id >= current)):
                 return  # a page below the hot suffix, with a gap: served, not admitted
             lowest = admissions[0].record.checkpoint_id
             for admission in admissions:
-                if has_suffix and (current is COMPLETE or admission.record.checkpoint_id >= current):  # type: ignore[operator]
+                if has_suffix and (current is None or admission.record.checkpoint_id >= current):
                     continue  # already hot
                 if not self._store_admitted(thread_id, namespace, admission):
                     return
