@@ -23,6 +23,10 @@ Every name starts with ``langgraph_checkpoint_bounded_``:
   ``pruned_namespaces_total`` and
   ``drop_hook_errors_total``.
 
+A ``TieredSaver`` exports the same metrics for its hot tier, and ``tiered_*`` ones of its own
+(``tiered_info{write,coherence,durable}``, hits, misses and admissions, write-back's flushes, spills
+and their seconds, dirty bytes, the durable tier's calls and errors, coherence checks).
+
 A registry exports one saver: its metric names carry no saver label. Registering the same saver
 again (or a ``with_allowlist()`` copy of it, which shares its store) returns the collector already
 registered; registering a different one raises ``ValueError``. Give a second saver a
@@ -40,9 +44,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
 from .saver import BoundedInMemorySaver
+from .tiered import TieredSaver, TieredStats
 
 __all__ = [
     "PREFIX",
+    "TIERED_PREFIX",
+    "TIERED_STATS_NOT_EXPORTED",
     "SaverCollector",
     "register_metrics",
     "unregister_metrics",
@@ -55,6 +62,13 @@ STATS_NOT_EXPORTED = {  # SaverStats fields with no metric of their own, and why
     "evicted_threads": "the sum of evictions_total over its reasons",
     "last_autosave_error": "text, not a number: autosave_failures_total counts, the log says what failed",
 }
+TIERED_PREFIX = PREFIX + "tiered_"
+TIERED_STATS_NOT_EXPORTED = {  # TieredStats fields with no metric of their own, and why
+    "hot": "the hot tier's counters are the saver's metrics above",
+    "write": "a label of tiered_info",
+    "coherence": "a label of tiered_info",
+    "last_durable_error": "text, not a number: durable_errors_total counts, the log says what failed",
+}
 
 
 class SaverCollector(Collector):
@@ -64,12 +78,17 @@ class SaverCollector(Collector):
         saver: The saver whose counters it exports.
     """
 
-    def __init__(self, saver: BoundedInMemorySaver) -> None:
+    def __init__(self, saver: BoundedInMemorySaver | TieredSaver) -> None:
         self.saver = saver
 
     def collect(self) -> Iterator[Metric]:
         """The metric families of one scrape. Runtime complexity: O(config fields + limits that rejected)."""
-        stats = self.saver.stats()
+        observed = self.saver.stats()
+        if isinstance(observed, TieredStats):
+            yield from _tiered(observed, self.saver)
+            stats = observed.hot
+        else:
+            stats = observed
         yield _gauge("threads", "Threads stored.", stats.threads)
         yield _gauge("namespaces", "Namespaces stored, over all threads.", stats.namespaces)
         yield _gauge("checkpoints", "Checkpoints stored.", stats.checkpoints)
@@ -128,6 +147,47 @@ class SaverCollector(Collector):
                 yield _gauge(field.name, f"Configured {field.name} (InMemoryCheckpointConfig).", value)
 
 
+def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> Iterator[Metric]:
+    """A tiered saver's own metrics: reads by tier, write-back's flushes and backlog, the durable tier's health."""
+    durable = type(saver.durable).__name__ if isinstance(saver, TieredSaver) else ""
+    info = GaugeMetricFamily(
+        TIERED_PREFIX + "info",
+        "The tiered saver's write mode, coherence and durable saver.",
+        labels=["write", "coherence", "durable"],
+    )
+    info.add_metric([stats.write, stats.coherence, durable], 1)
+    yield info
+    yield _counter("tiered_hits", "Reads the hot tier answered.", stats.hits)
+    yield _counter(
+        "tiered_misses", "Reads that went to the durable tier (once per key, however many waited).", stats.misses
+    )
+    yield _counter(
+        "tiered_flight_waits", "Reads that waited for another caller's read of the same key.", stats.flight_waits
+    )
+    yield _counter("tiered_admissions", "Checkpoints a read brought into the hot tier.", stats.admissions)
+    yield _counter(
+        "tiered_left_out", "Hot writes a store-wide limit refused: the thread left memory, durable.", stats.left_out
+    )
+    yield _gauge("tiered_dirty_threads", "Threads with unflushed writes (write-back).", stats.dirty_threads)
+    yield _gauge("tiered_dirty_bytes", "Bytes of unflushed writes (write-back).", stats.dirty_bytes)
+    yield _gauge("tiered_max_dirty_bytes", "The bound on tiered_dirty_bytes.", stats.max_dirty_bytes)
+    yield _counter("tiered_flushes", "Flushes of a thread that wrote to the durable tier.", stats.flushes)
+    yield _counter("tiered_flushed_writes", "Checkpoints and write batches flushed.", stats.flushed_writes)
+    yield _counter("tiered_flush_seconds", "Time spent flushing.", stats.flush_seconds)
+    yield _counter("tiered_flush_failures", "Flushes the durable tier failed.", stats.flush_failures)
+    yield _counter("tiered_spills", "Threads evicted with unflushed writes, flushed then.", stats.spills)
+    yield _counter("tiered_spill_seconds", "Time spent flushing evicted threads.", stats.spill_seconds)
+    yield _counter("tiered_durable_calls", "Calls made to the durable saver.", stats.durable_calls)
+    yield _counter("tiered_durable_errors", "Calls to the durable saver that raised.", stats.durable_errors)
+    yield _counter("tiered_validations", "Coherence checks made (coherence='validate').", stats.validations)
+    yield _counter("tiered_stale", "Coherence checks that found the hot copy stale.", stats.stale)
+    yield _counter("tiered_validation_seconds", "Time spent on coherence checks.", stats.validation_seconds)
+    yield _gauge("tiered_deleted_thread_records", "Deleted threads remembered.", stats.deleted_thread_records)
+    yield _labelled_counter(
+        "tiered_rejections", "Writes refused before the durable write, by limit.", "limit", stats.rejections
+    )
+
+
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(PREFIX + name, documentation, value=value)
 
@@ -149,7 +209,9 @@ _registered: WeakKeyDictionary[CollectorRegistry, SaverCollector] = WeakKeyDicti
 _registered_lock = threading.Lock()
 
 
-def register_metrics(saver: BoundedInMemorySaver, registry: CollectorRegistry | None = None) -> SaverCollector:
+def register_metrics(
+    saver: BoundedInMemorySaver | TieredSaver, registry: CollectorRegistry | None = None
+) -> SaverCollector:
     """Export a saver's metrics from ``registry`` (default: ``prometheus_client.REGISTRY``).
 
     Registering the same saver again returns the collector already registered.
@@ -176,7 +238,7 @@ def register_metrics(saver: BoundedInMemorySaver, registry: CollectorRegistry | 
         return collector
 
 
-def unregister_metrics(saver: BoundedInMemorySaver, registry: CollectorRegistry | None = None) -> bool:
+def unregister_metrics(saver: BoundedInMemorySaver | TieredSaver, registry: CollectorRegistry | None = None) -> bool:
     """Stop exporting a saver's metrics from ``registry``; return whether they were registered.
 
     Runtime complexity: O(1).

@@ -16,6 +16,13 @@ Every field of ``InMemoryCheckpointConfig`` can be set from an environment varia
 The parsers are chosen by each field's type annotation, so a field added to the config is
 covered without a change here (a test fails if its type has no parser).
 
+With ``BOUNDED_SAVER_DURABLE`` set (``sqlite:///checkpoints.db``, ``postgresql://...``, or
+``sqlite`` for the embedded default, a SQLite file in the working folder), the process-wide saver is
+a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a thread leaving memory
+is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
+``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS`` and ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` set it up
+(``TIERED_SETTINGS``).
+
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
 and lives as long as the process. The Agent Server enters the factory once per OS thread and
 exits it only from the thread that runs its lifespan, so entries are counted: when the last one
@@ -34,6 +41,7 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import tempfile
 import threading
 import types
@@ -43,21 +51,35 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from langgraph.checkpoint.bounded.config import InMemoryCheckpointConfig
 from langgraph.checkpoint.bounded.saver import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.snapshot import SnapshotError
+from langgraph.checkpoint.bounded.tiered import (
+    COHERENCE_MODES,
+    DEFAULT_FLUSH_INTERVAL_SECONDS,
+    DEFAULT_MAX_DIRTY_BYTES,
+    WRITE_MODES,
+    TieredSaver,
+)
 
 __all__ = [
+    "EMBEDDED_SQLITE_FILE",
     "ENV_PREFIX",
+    "POSTGRES_CONNECT_SECONDS",
+    "TIERED_SETTINGS",
     "ServingConfigError",
     "Setting",
+    "TieredSettings",
     "checkpointer",
     "config_from_env",
     "fields_without_setting",
+    "open_durable",
     "reset_shared_saver",
     "settings",
     "shared_saver",
+    "tiered_from_env",
 ]
 
 logger = logging.getLogger(__name__)
@@ -263,11 +285,13 @@ def config_from_env(environ: Mapping[str, str] | None = None) -> InMemoryCheckpo
     for variable, raw in sorted(environ.items()):
         if not variable.startswith(ENV_PREFIX):
             continue
+        if variable in TIERED_SETTINGS:
+            continue  # the durable tier's (tiered_from_env)
         name = variable[len(ENV_PREFIX) :].lower()
         if name not in known:
             is_field = name in {field.name for field in fields(InMemoryCheckpointConfig)}
             why = f"{name} has no parser for its type" if is_field else f"there is no field {name}"
-            choices = ", ".join(sorted(setting.variable for setting in known.values()))
+            choices = ", ".join(sorted([*(setting.variable for setting in known.values()), *TIERED_SETTINGS]))
             raise ServingConfigError(f"{variable} names no InMemoryCheckpointConfig setting ({why}); known: {choices}")
         chosen[name] = (known[name], raw)
     values: dict[str, Any] = {name: setting.read(raw) for name, (setting, raw) in chosen.items()}
@@ -288,6 +312,162 @@ def _validated(values: dict[str, Any], named: list[tuple[Setting, str]]) -> InMe
         raise ServingConfigError(f"{variables}: {message}") from None  # not chained: the cause may echo a secret
 
 
+# --- the durable tier ----------------------------------------------------------------------
+
+
+EMBEDDED_SQLITE_FILE = "langgraph-checkpoints.sqlite"
+"""The SQLite file ``BOUNDED_SAVER_DURABLE=sqlite`` names: the embedded default, in the working folder."""
+
+POSTGRES_CONNECT_SECONDS = 30.0
+"""How long the start-up waits for PostgreSQL before it fails, naming ``BOUNDED_SAVER_DURABLE``."""
+
+
+def _durable_url(raw: str) -> str:
+    text = raw.strip()
+    scheme = text.partition(":")[0].lower()
+    if text.lower() == "sqlite" or text.startswith("sqlite:///") or scheme in ("postgresql", "postgres"):
+        return text
+    raise _Invalid("")
+
+
+TIERED_SETTINGS: dict[str, Setting] = {
+    setting.variable: setting
+    for setting in (
+        Setting(
+            "durable",
+            f"{ENV_PREFIX}DURABLE",
+            "sqlite:///relative/path.db, sqlite:////absolute/path.db, sqlite (the file "
+            f"{EMBEDDED_SQLITE_FILE} in the working folder), or postgresql://user@host:port/database",
+            _durable_url,
+        ),
+        Setting("write", f"{ENV_PREFIX}WRITE", "one of " + ", ".join(WRITE_MODES), _choice(WRITE_MODES)),
+        Setting(
+            "coherence", f"{ENV_PREFIX}COHERENCE", "one of " + ", ".join(COHERENCE_MODES), _choice(COHERENCE_MODES)
+        ),
+        Setting(
+            "flush_interval_seconds",
+            f"{ENV_PREFIX}FLUSH_INTERVAL_SECONDS",
+            "a number of seconds such as 1 or 0.5, or inf (flush only on eviction, backpressure and shutdown)",
+            _seconds,
+        ),
+        Setting(
+            "max_dirty_bytes",
+            f"{ENV_PREFIX}MAX_DIRTY_BYTES",
+            "a whole number of bytes (digits, _ separators allowed), or inf to lift the limit",
+            _whole_number,
+        ),
+    )
+}
+"""The variables of the durable tier, by variable name (they set up ``TieredSaver``, not the config)."""
+
+
+@dataclass(frozen=True)
+class TieredSettings:
+    """The durable tier the environment asks for.
+
+    Attributes:
+        durable: Where it is: ``sqlite:///path``, ``sqlite`` or a PostgreSQL URL.
+        write: ``"through"`` or ``"back"``.
+        coherence: ``"sticky"`` or ``"validate"``.
+        flush_interval_seconds: Write-back's periodic flush.
+        max_dirty_bytes: Write-back's bound on unflushed writes.
+    """
+
+    durable: str
+    write: Any = "through"
+    coherence: Any = "sticky"
+    flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
+    max_dirty_bytes: float = DEFAULT_MAX_DIRTY_BYTES
+
+
+def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings | None:
+    """The durable tier ``BOUNDED_SAVER_DURABLE`` and its companions ask for, or None (a memory-only saver).
+
+    Raises:
+        ServingConfigError: A value of the wrong form, or a companion variable set without
+            ``BOUNDED_SAVER_DURABLE``; the message names the variable.
+
+    Runtime complexity: O(variables).
+    """
+    environ = os.environ if environ is None else environ
+    values = {
+        setting.field: setting.read(environ[name]) for name, setting in TIERED_SETTINGS.items() if name in environ
+    }
+    if "durable" not in values:
+        if values:
+            named = ", ".join(TIERED_SETTINGS_BY_FIELD[field].variable for field in sorted(values))
+            raise ServingConfigError(f"{named}: set {ENV_PREFIX}DURABLE too, or unset them (they set up its tier)")
+        return None
+    return TieredSettings(**values)
+
+
+TIERED_SETTINGS_BY_FIELD = {setting.field: setting for setting in TIERED_SETTINGS.values()}
+
+
+def _shown_url(url: str) -> str:
+    """A URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_durable(url: str) -> Any:
+    """The durable saver a ``BOUNDED_SAVER_DURABLE`` value names, opened and set up.
+
+    A SQLite file (its folder must exist; it is created if absent), or a PostgreSQL database reached
+    through a connection pool that checks its connections (so that the saver goes on once the server
+    is back after an outage). LangGraph's tables are created if they do not exist.
+
+    Raises:
+        ServingConfigError: The folder does not exist, the file cannot be opened, or the database
+            cannot be reached; the message names the variable, never a password.
+
+    Runtime complexity: one connection and the tables' set-up.
+    """
+    variable = f"{ENV_PREFIX}DURABLE"
+    if url.lower() == "sqlite" or url.startswith("sqlite:///"):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = EMBEDDED_SQLITE_FILE if url.lower() == "sqlite" else url[len("sqlite:///") :]
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ServingConfigError(f"{variable}: the folder of {path} does not exist")
+        try:
+            saver = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+            saver.setup()
+        except sqlite3.Error as error:
+            raise ServingConfigError(f"{variable}: cannot open the SQLite file {path}: {error}") from None
+        return saver
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+    except ImportError as error:
+        raise ServingConfigError(
+            f"{variable} names PostgreSQL, which needs langgraph-checkpoint-postgres and psycopg[pool] "
+            f"(pip install 'langgraph-checkpoint-bounded[tiered]'): {error}"
+        ) from None
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=POSTGRES_CONNECT_SECONDS)
+        saver = PostgresSaver(pool)  # type: ignore[arg-type]
+        saver.setup()
+    except Exception as error:
+        pool.close()
+        shown = str(error).replace(url, _shown_url(url))
+        raise ServingConfigError(
+            f"{variable}: cannot reach {_shown_url(url)}: {type(error).__name__}: {shown}"
+        ) from None
+    return saver
+
+
 # --- the one saver of the process ----------------------------------------------------------
 
 
@@ -295,15 +475,16 @@ class _Shared:
     """The process-wide saver and how many ``checkpointer()`` entries hold it; guarded by ``lock``."""
 
     lock = threading.Lock()
-    saver: BoundedInMemorySaver | None = None
+    saver: BoundedInMemorySaver | TieredSaver | None = None
     entries = 0
     atexit_registered = False
 
 
-def shared_saver() -> BoundedInMemorySaver:
+def shared_saver() -> BoundedInMemorySaver | TieredSaver:
     """The process-wide saver, created from the environment at the first call.
 
-    With ``BOUNDED_SAVER_AUTOSAVE_PATH`` naming an existing snapshot, the saver starts from it
+    With ``BOUNDED_SAVER_DURABLE``, it is a ``TieredSaver`` over that durable saver (see
+    ``tiered_from_env``). With ``BOUNDED_SAVER_AUTOSAVE_PATH`` naming an existing snapshot, the saver starts from it
     (under the current limits, see ``BoundedInMemorySaver.load``). Prometheus metrics are
     registered in the default registry when ``prometheus_client`` is installed.
 
@@ -317,9 +498,9 @@ def shared_saver() -> BoundedInMemorySaver:
         return _shared_locked()
 
 
-def _shared_locked() -> BoundedInMemorySaver:
+def _shared_locked() -> BoundedInMemorySaver | TieredSaver:
     if _Shared.saver is None:
-        _Shared.saver = _create(config_from_env())
+        _Shared.saver = _create(config_from_env(), tiered_from_env())
         if not _Shared.atexit_registered:
             atexit.register(_close_at_exit)
             _Shared.atexit_registered = True
@@ -327,7 +508,7 @@ def _shared_locked() -> BoundedInMemorySaver:
 
 
 @asynccontextmanager
-async def checkpointer() -> AsyncIterator[BoundedInMemorySaver]:
+async def checkpointer() -> AsyncIterator[BoundedInMemorySaver | TieredSaver]:
     """Yield the process-wide saver: the factory ``langgraph.json`` names.
 
     Any number of entries, from any threads and event loops, yield the same saver. The last
@@ -350,7 +531,7 @@ async def checkpointer() -> AsyncIterator[BoundedInMemorySaver]:
         await asyncio.to_thread(_exit)
 
 
-def _enter() -> BoundedInMemorySaver:
+def _enter() -> BoundedInMemorySaver | TieredSaver:
     with _Shared.lock:
         saver = _shared_locked()
         if _Shared.entries == 0:
@@ -408,7 +589,11 @@ def _check_autosave_path(path: str) -> None:
         raise ServingConfigError(f"{variable}: {path} exists but cannot be read")
 
 
-def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
+def _create(
+    config: InMemoryCheckpointConfig, tiered: TieredSettings | None = None
+) -> BoundedInMemorySaver | TieredSaver:
+    if tiered is not None:
+        return _create_tiered(config, tiered)
     path = config.autosave_path
     if path is not None:
         _check_autosave_path(path)
@@ -432,6 +617,38 @@ def _create(config: InMemoryCheckpointConfig) -> BoundedInMemorySaver:
             )
     else:
         saver = BoundedInMemorySaver(config=config)
+    if _metrics_available():
+        from langgraph.checkpoint.bounded.metrics import register_metrics
+
+        register_metrics(saver)
+    return saver
+
+
+def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> TieredSaver:
+    for field, why in (("autosave_path", "the durable tier is what persists"), ("on_evict", "nothing is lost")):
+        if getattr(config, field) is not None:
+            raise ServingConfigError(
+                f"{ENV_PREFIX}{field.upper()} and {ENV_PREFIX}DURABLE: unset the first ({why} with a durable tier)"
+            )
+    durable = open_durable(tiered.durable)
+    try:
+        saver = TieredSaver(
+            durable,
+            config=config,
+            write=tiered.write,
+            coherence=tiered.coherence,
+            flush_interval_seconds=tiered.flush_interval_seconds,
+            max_dirty_bytes=tiered.max_dirty_bytes,
+        )
+    except ValueError as error:
+        raise ServingConfigError(f"{ENV_PREFIX}DURABLE and its settings: {error}") from None
+    logger.info(
+        "a tiered saver: the bounded store over %s (%s), write=%s, coherence=%s",
+        type(durable).__name__,
+        _shown_url(tiered.durable),
+        tiered.write,
+        tiered.coherence,
+    )
     if _metrics_available():
         from langgraph.checkpoint.bounded.metrics import register_metrics
 
