@@ -1,0 +1,41 @@
+"""``tiered.py`` keeps working under ``make bench``: one short round of every saver and operation.
+
+The figures to quote come from ``python benchmarks/tiered.py`` (15 rounds and more); here the round
+is short, so its ratios are recorded (``extra_info``) but not judged.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tiered import RATIOS, ServerUnavailable, measure, postgres, table
+
+
+def _record(benchmark, summary) -> None:
+    for what, ratio in summary["ratios"].items():
+        benchmark.extra_info[what] = round(ratio["median"], 3)
+    assert all(value > 0 for value in summary["medians"].values())
+
+
+def test_one_short_round_over_sqlite(benchmark) -> None:
+    benchmark.group = "tiered: one short round, SQLite tier"
+    benchmark.extra_info["saver"] = "ratio"
+    summary = benchmark.pedantic(lambda: measure(None, 1, turns=2, reads=20, cold=2), rounds=1, iterations=1)
+    _record(benchmark, summary)
+    assert "tiered-sqlite-back" in table(summary)
+    assert {"hot get_tuple (SQLite tier) / ours", "write-back turn (SQLite tier) / ours"} <= set(summary["ratios"])
+
+
+def test_one_short_round_over_postgres(benchmark) -> None:
+    benchmark.group = "tiered: one short round, PostgreSQL tier"
+    benchmark.extra_info["saver"] = "ratio"
+    try:
+        server = postgres(fsync=False)
+        conninfo = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"NO POSTGRESQL SERVER COULD BE STARTED, the tiered benchmark over it did not run: {error}")
+    try:
+        summary = benchmark.pedantic(lambda: measure(conninfo, 1, turns=2, reads=20, cold=2), rounds=1, iterations=1)
+    finally:
+        server.__exit__(None, None, None)
+    _record(benchmark, summary)
+    assert {what for what, *_ in RATIOS} == set(summary["ratios"])
