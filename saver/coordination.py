@@ -270,13 +270,16 @@ class Flight(Generic[Result]):
     """One read of the durable tier in flight, and the callers waiting for it.
 
     Attributes:
-        future: Resolved with the read's result (a private copy for the waiters), or its error.
+        future: Resolved with the read's result (a private copy for the waiters), or its error; made
+            when the first waiter joins (a read nobody waits for costs no future).
         leader: The OS thread doing the read (a sync caller on it must not wait for itself).
         waiters: How many callers wait.
     """
 
+    __slots__ = ("future", "leader", "waiters")
+
     def __init__(self) -> None:
-        self.future: Future[Result] = Future()
+        self.future: Future[Result] | None = None
         self.leader = threading.get_ident()
         self.waiters = 0
 
@@ -285,10 +288,12 @@ class Flight(Generic[Result]):
 
         Runtime complexity: the read's, plus copying its result.
         """
+        assert self.future is not None
         return copy.deepcopy(self.future.result())
 
     async def await_(self) -> Result:
         """``wait`` for async callers: the event loop runs while the read lands."""
+        assert self.future is not None
         return copy.deepcopy(await asyncio.wrap_future(self.future))
 
 
@@ -313,6 +318,8 @@ class Flights(Generic[Result]):
             flight = self.flights.get(key)
             if flight is not None and not (sync and flight.leader == threading.get_ident()):
                 flight.waiters += 1
+                if flight.future is None:
+                    flight.future = Future()
                 return flight, False
             flight = Flight()
             self.flights.setdefault(key, flight)
@@ -324,15 +331,18 @@ class Flights(Generic[Result]):
         with self.lock:
             if self.flights.get(key) is flight:
                 del self.flights[key]
-            waited = flight.waiters > 0
-        flight.future.set_result(copy.deepcopy(result) if waited else result)
+            future = flight.future
+        if future is not None:
+            future.set_result(copy.deepcopy(result))
 
     def fail(self, key: Hashable, flight: Flight[Result], error: BaseException) -> None:
         """The leader's read failed: its waiters get the error. Runtime complexity: O(1)."""
         with self.lock:
             if self.flights.get(key) is flight:
                 del self.flights[key]
-        flight.future.set_exception(error)
+            future = flight.future
+        if future is not None:
+            future.set_exception(error)
 
     def __len__(self) -> int:
         return len(self.flights)

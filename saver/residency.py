@@ -24,15 +24,19 @@ the same hold as the store operation it describes.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "Residency", "ResidencyLedger"]
+__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "SWEEP_FLOOR", "Residency", "ResidencyLedger"]
 
 COMPLETE = None
 """A floor meaning: every checkpoint of the namespace is hot (tested as ``floor is None``, which checkers narrow)."""
 
 KNOWN_EMPTY_BOUND = 4_096
 """Threads remembered as held by neither tier (a thread's first read found nothing), the oldest forgotten first."""
+
+SWEEP_FLOOR = 1_024
+"""Entries of stored lives kept before the first sweep of those whose thread left memory."""
 
 
 @dataclass
@@ -79,13 +83,29 @@ class ResidencyLedger:
     the hot store, or is stale and then ignored: a reader passes whether the
     thread is stored, and an entry whose ``stored`` differs is no answer. A new
     life always replaces the entry (``came_to_memory``). Entries not ``stored``
-    are at most ``KNOWN_EMPTY_BOUND``. Every method runs with the hot store's
-    lock held.
+    are at most ``KNOWN_EMPTY_BOUND``; stale entries of lives that left memory
+    are swept once the stored entries pass ``sweep_at`` (twice what the last
+    sweep kept), so they are bounded by twice the hot threads, amortized O(1)
+    per new life. Every method runs with the hot store's lock held.
     """
 
     def __init__(self) -> None:
         self.entries: dict[str, Residency] = {}
         self.empty: OrderedDict[str, None] = OrderedDict()  # the entries not stored, oldest first
+        self.sweep_at = SWEEP_FLOOR
+
+    def sweep_if_due(self, stored: Callable[[str], bool]) -> int:
+        """Forget the entries of lives whose thread left memory, once there are ``sweep_at`` entries of
+        stored lives; return how many went. Runtime complexity: O(1), or O(entries) once per that many
+        new lives.
+        """
+        if len(self.entries) - len(self.empty) <= self.sweep_at:
+            return 0
+        gone = [thread_id for thread_id, entry in self.entries.items() if entry.stored and not stored(thread_id)]
+        for thread_id in gone:
+            del self.entries[thread_id]
+        self.sweep_at = max(SWEEP_FLOOR, 2 * (len(self.entries) - len(self.empty)))
+        return len(gone)
 
     def lookup(self, thread_id: str, stored: bool) -> Residency | None:
         """The thread's residency if it describes the thread as it is (stored or not). Runtime complexity: O(1)."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 import math
 import time
@@ -350,7 +351,10 @@ class TieredSaver(
         shared = _Shared(write, coherence, max_dirty_bytes, config.max_dropped_thread_records)
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (_forget_tombstone).
-        hot_config = replace(config, on_evict=shared.on_hot_drop, max_dropped_thread_records=1)
+        # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
+        # to flush an evicted thread's unflushed writes at once; write-through needs no word of it.
+        hook = shared.on_hot_drop if write == "back" else None
+        hot_config = replace(config, on_evict=hook, max_dropped_thread_records=1)
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
         self._shared = shared
         self._durable = DurableTier(durable, shared.health)
@@ -1224,6 +1228,7 @@ class TieredSaver(
         residency = self._shared.residency
         if not alive:
             residency.came_to_memory(thread_id, namespace, checkpoint_id)
+            self._sweep()
         elif _churn(self._shared.hot.store) != churn:
             residency.reset(thread_id, namespace, checkpoint_id)  # the write pruned the thread
         else:
@@ -1235,8 +1240,14 @@ class TieredSaver(
         if not alive:
             if shared.hot.store.last_used(thread_id) is not None:
                 shared.residency.came_with_writes_only(thread_id)
+                self._sweep()
         elif _churn(shared.hot.store) != churn:
             shared.residency.forget(thread_id)  # the writes pruned namespaces: only the latest reads stay hot
+
+    def _sweep(self) -> None:
+        """Forget, now and then, what we knew of threads that left memory (lock held; amortized O(1))."""
+        store = self._shared.hot.store
+        self._shared.residency.sweep_if_due(lambda thread_id: store.last_used(thread_id) is not None)
 
     def _leave_out(self, thread_id: str, checkpoint_id: str | None) -> None:
         """Write-through: the hot tier refused a write the durable tier has: the thread leaves memory whole
@@ -1402,7 +1413,7 @@ class TieredSaver(
             self._shared.flights.fail(key, flight, error)
             raise
         self._shared.flights.land(key, flight, found)
-        self._admit_tuple(thread_id, namespace, checkpoint_id, found, mark, empty)
+        self._admit_read(thread_id, namespace, checkpoint_id, found, mark, empty)
         return found
 
     async def _aread_through_tuple(
@@ -1427,7 +1438,7 @@ class TieredSaver(
             self._shared.flights.fail(key, flight, error)
             raise
         self._shared.flights.land(key, flight, found)
-        self._admit_tuple(thread_id, namespace, checkpoint_id, found, mark, empty)
+        self._admit_read(thread_id, namespace, checkpoint_id, found, mark, empty)
         return found
 
     def _count_wait(self) -> None:
@@ -1469,7 +1480,7 @@ class TieredSaver(
         with self._shared.hot.store.lock:
             self._shared.counters.misses += 1
 
-    def _admit_tuple(
+    def _admit_read(
         self,
         thread_id: str,
         namespace: str,
@@ -1478,23 +1489,34 @@ class TieredSaver(
         mark: int,
         empty: bool,
     ) -> None:
+        """Admit what a read-through found, before its reader gets it (the reader may change what it got)."""
+        admission = None
+        if found is not None:
+            with contextlib.suppress(TypeError, ValueError):  # a value this serializer cannot write: not admitted
+                admission = self._encode_read(found)
+        self._admit(thread_id, namespace, checkpoint_id, found is not None, admission, mark, empty)
+
+    def _admit(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str | None,
+        found: bool,
+        admission: _Admission | None,
+        mark: int,
+        empty: bool,
+    ) -> None:
         """Bring what a read-through found into the hot tier, if nothing touched the thread since the read
         began: the namespace's latest (a new suffix), or an older checkpoint beside a suffix already hot.
         A thread the durable tier holds nothing of is remembered as such."""
         shared = self._shared
         store = shared.hot.store
-        if found is None:
-            with store.lock:
-                shared.counters.misses += 1
-                if empty and shared.marks.read(thread_id) == mark and store.last_used(thread_id) is None:
-                    shared.residency.known_empty(thread_id)
-            return
-        try:
-            admission = self._encode_read(found)
-        except (TypeError, ValueError):
-            admission = None  # a value this serializer cannot write: served, not admitted
         with store.lock:
             shared.counters.misses += 1
+            if not found:
+                if empty and shared.marks.read(thread_id) == mark and store.last_used(thread_id) is None:
+                    shared.residency.known_empty(thread_id)
+                return
             if admission is None or shared.marks.read(thread_id) != mark:
                 return
             alive = _alive(store, thread_id)
@@ -1511,6 +1533,7 @@ class TieredSaver(
                 if not alive:
                     shared.residency.forget(thread_id)  # found in the durable tier: not empty after all
                     shared.residency.came_to_memory(thread_id, namespace, admission.record.checkpoint_id)
+                    self._sweep()
                 else:
                     shared.residency.stored_namespace(thread_id, namespace, admission.record.checkpoint_id)
 

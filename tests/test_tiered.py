@@ -624,3 +624,13 @@ def test_settings_are_checked_naming_them(db: Path) -> None:
             TieredSaver(durable, **kwargs)
     with pytest.raises(ValueError, match="BaseCheckpointSaver"):
         TieredSaver(object())  # type: ignore[arg-type]
+
+
+def test_what_is_known_of_threads_that_left_memory_stays_bounded() -> None:
+    from langgraph.checkpoint.bounded.residency import SWEEP_FLOOR
+
+    tiered = TieredSaver(StockSaver(), config=InMemoryCheckpointConfig(max_threads=2))
+    for index in range(3 * SWEEP_FLOOR):
+        tiered.put(config(f"t{index}"), make_checkpoint({"a": index}), {}, {"a": 1})
+    assert tiered.stats().hot.threads == 2
+    assert len(tiered._shared.residency) <= 2 * SWEEP_FLOOR + 2
