@@ -1,6 +1,6 @@
 """Tiered storage measured: the bounded store as a hot tier over PostgreSQL and SQLite, against each alone.
 
-Usage: ``python benchmarks/tiered.py [--rounds 15] [--json results.json]`` (about two minutes).
+Usage: ``python benchmarks/tiered.py [--rounds 15] [--json results.json]`` (about three minutes).
 
 Savers, each over its own data (a throwaway PostgreSQL 15 started from the distribution's binaries,
 listening on 127.0.0.1 with ``fsync`` on, as the issue measured; a SQLite file in a temporary
@@ -26,6 +26,12 @@ machine is shared: a slow phase hits every saver of the round):
 
 Each figure is the median over rounds of the per-call time; each ratio the median of the per-round
 ratios, with its quartiles.
+
+Write-back flushes in a background thread of its process, whose work competes with whatever else that
+process runs: measured beside the other savers, it would slow their batches and flatter its own. So
+the write-back savers are measured apart, each round in fresh processes taking turns (``ours``,
+``tiered-pg-back``, ``tiered-sqlite-back``), each running graph turns for ``--seconds`` (long enough
+for its periodic flushes to happen inside the window) and then its hot reads, its flusher running.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import socket
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -131,25 +138,49 @@ class Subject:
 
     def turn(self) -> None:
         self.turns += 1
-        self.app.invoke({"messages": [{"role": "user", "content": "hi"}]}, _config(f"chat-{self.turns % THREADS}"))
+        self.app.invoke({"messages": [{"role": "user", "content": "hi"}]}, self.thread(self.turns % THREADS))
+
+    def thread(self, index: int) -> dict[str, Any]:
+        """The config of one of its threads: named after the saver, since the savers share a database."""
+        return _config(f"{self.name}-chat-{index}")
 
 
 def _config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def subjects(conninfo: str | None, folder: Path) -> dict[str, Subject]:
-    """Every saver, each with its 10 threads warmed by three turns."""
-    made: dict[str, Any] = {"stock": StockSaver(), "ours": BoundedInMemorySaver(config=UNBOUNDED)}
-    if conninfo is not None:
-        made["postgres"] = postgres_saver(conninfo)
-        made["tiered-pg-through"] = TieredSaver(postgres_saver(conninfo), config=HOT)
-        made["tiered-pg-back"] = TieredSaver(postgres_saver(conninfo), config=HOT, write="back")
-        made["tiered-pg-validate"] = TieredSaver(postgres_saver(conninfo), config=HOT, coherence="validate")
-    made["sqlite"] = sqlite_saver(folder / "alone.sqlite")
-    made["tiered-sqlite-through"] = TieredSaver(sqlite_saver(folder / "through.sqlite"), config=HOT)
-    made["tiered-sqlite-back"] = TieredSaver(sqlite_saver(folder / "back.sqlite"), config=HOT, write="back")
-    result = {name: Subject(name, saver) for name, saver in made.items()}
+IN_PROCESS = ["stock", "ours", "postgres", "tiered-pg-through", "tiered-pg-validate", "sqlite", "tiered-sqlite-through"]
+APART = ["ours", "tiered-pg-back", "tiered-sqlite-back"]
+
+
+def make_saver(name: str, conninfo: str | None, folder: Path) -> Any:
+    """The saver a benchmark name stands for (None: it needs PostgreSQL and there is none)."""
+    if name == "stock":
+        return StockSaver()
+    if name == "ours":
+        return BoundedInMemorySaver(config=UNBOUNDED)
+    if name.startswith("sqlite") or name.startswith("tiered-sqlite"):
+        durable = sqlite_saver(folder / f"{name}.sqlite")
+        return durable if name == "sqlite" else TieredSaver(durable, config=HOT, write=_mode(name))
+    if conninfo is None:
+        return None
+    if name == "postgres":
+        return postgres_saver(conninfo)
+    coherence = "validate" if name.endswith("validate") else "sticky"
+    return TieredSaver(postgres_saver(conninfo), config=HOT, write=_mode(name), coherence=coherence)
+
+
+def _mode(name: str) -> Any:
+    return "back" if name.endswith("-back") else "through"
+
+
+def subjects(conninfo: str | None, folder: Path, names: list[str]) -> dict[str, Subject]:
+    """The named savers (those it can make), each with its 10 threads warmed by three turns."""
+    result = {}
+    for name in names:
+        saver = make_saver(name, conninfo, folder)
+        if saver is not None:
+            result[name] = Subject(name, saver)
     for subject in result.values():
         for _ in range(THREADS * 3):
             subject.turn()
@@ -182,7 +213,7 @@ def batch(call: Callable[[], object], size: int) -> Batch:
 
 def operations(subject: Subject, *, turns: int, reads: int, cold: int) -> dict[str, Batch]:
     saver = subject.saver
-    latest = _config("chat-3")
+    latest = subject.thread(3)
     found: dict[str, Batch] = {
         "graph turn": batch(subject.turn, turns),
         "get_tuple": batch(lambda: saver.get_tuple(latest), reads),
@@ -209,28 +240,31 @@ RATIOS = [  # (what, numerator, denominator, operation, target)
     ("hot get_tuple / ours", "tiered-pg-through", "ours", "get_tuple", 1.2),
     ("hot list(limit=20) / ours", "tiered-pg-through", "ours", "list(limit=20)", 1.2),
     ("write-through turn / PostgresSaver", "tiered-pg-through", "postgres", "graph turn", 1.1),
-    ("write-back turn / ours", "tiered-pg-back", "ours", "graph turn", 1.15),
     ("cold get_tuple / PostgresSaver", "tiered-pg-through", "postgres", "cold get_tuple", 1.2),
     ("validate get_tuple / PostgresSaver", "tiered-pg-validate", "postgres", "get_tuple", None),
     ("hot get_tuple (SQLite tier) / ours", "tiered-sqlite-through", "ours", "get_tuple", 1.2),
     ("write-through turn / SqliteSaver", "tiered-sqlite-through", "sqlite", "graph turn", None),
+]
+APART_RATIOS = [  # measured in processes of their own
+    ("write-back turn / ours", "tiered-pg-back", "ours", "graph turn", 1.15),
     ("write-back turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "graph turn", 1.15),
+    ("write-back hot get_tuple / ours", "tiered-pg-back", "ours", "get_tuple", 1.2),
 ]
 
 
-def summarize(rounds: list[dict[tuple[str, str], float]]) -> dict[str, Any]:
+def summarize(rounds: list[dict[tuple[str, str], float]], ratios: list[tuple[Any, ...]] = RATIOS) -> dict[str, Any]:
     medians = {
         f"{name} | {operation}": statistics.median(r[(name, operation)] for r in rounds)
         for name, operation in rounds[0]
     }
-    ratios = {}
-    for what, top, bottom, operation, target in RATIOS:
+    found = {}
+    for what, top, bottom, operation, target in ratios:
         if (top, operation) not in rounds[0] or (bottom, operation) not in rounds[0]:
             continue
         values = [r[(top, operation)] / r[(bottom, operation)] for r in rounds]
         quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-        ratios[what] = {"median": statistics.median(values), "q1": quartiles[0], "q3": quartiles[2], "target": target}
-    return {"medians": medians, "ratios": ratios, "rounds": len(rounds)}
+        found[what] = {"median": statistics.median(values), "q1": quartiles[0], "q3": quartiles[2], "target": target}
+    return {"medians": medians, "ratios": found, "rounds": len(rounds)}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -252,16 +286,67 @@ def table(summary: dict[str, Any]) -> str:
 
 
 def measure(conninfo: str | None, rounds: int, *, turns: int, reads: int, cold: int) -> dict[str, Any]:
+    """The savers that flush nothing in the background, interleaved in this process."""
     with tempfile.TemporaryDirectory() as folder:
-        made = subjects(conninfo, Path(folder))
+        made = subjects(conninfo, Path(folder), IN_PROCESS)
         prepare_cold(made, conninfo, rounds * cold + cold)
         batches = {name: operations(subject, turns=turns, reads=reads, cold=cold) for name, subject in made.items()}
         one_round(batches, 0)  # warm-up, not counted
         results = [one_round(batches, rotation) for rotation in range(rounds)]
-        for subject in made.values():
-            if isinstance(subject.saver, TieredSaver):
-                subject.saver.close()
-        return summarize(results)
+        counters = {
+            name: _counters(subject.saver) for name, subject in made.items() if isinstance(subject.saver, TieredSaver)
+        }
+        return {**summarize(results), "counters": counters}
+
+
+def _counters(saver: TieredSaver) -> dict[str, Any]:
+    saver.close()
+    stats = saver.stats()
+    return {
+        "hits": stats.hits,
+        "misses": stats.misses,
+        "admissions": stats.admissions,
+        "flushes": stats.flushes,
+        "flushed_writes": stats.flushed_writes,
+        "flush_ms_each": round(stats.flush_seconds / max(stats.flushes, 1) * 1000, 3),
+        "validation_ms_each": round(stats.validation_seconds / max(stats.validations, 1) * 1000, 3),
+        "hot_threads": stats.hot.threads,
+    }
+
+
+def worker(name: str, conninfo: str | None, seconds: float, reads: int) -> dict[str, Any]:
+    """One saver alone in this process: graph turns for ``seconds`` (its flusher running), then hot reads."""
+    with tempfile.TemporaryDirectory() as folder:
+        subject = subjects(conninfo, Path(folder), [name])[name]
+        start, count = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            subject.turn()
+            count += 1
+        turn = (time.perf_counter() - start) / count
+        latest = subject.thread(3)
+        get = batch(lambda: subject.saver.get_tuple(latest), reads)()
+        listed = batch(lambda: list(subject.saver.list(latest, limit=20)), max(1, reads // 10))()
+        counters = _counters(subject.saver) if isinstance(subject.saver, TieredSaver) else {}
+        return {"graph turn": turn, "get_tuple": get, "list(limit=20)": listed, "turns": count, "counters": counters}
+
+
+def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: int) -> dict[str, Any]:
+    """The write-back savers and ours, each round in fresh processes of their own, the order rotating."""
+    names = [name for name in APART if conninfo is not None or "-pg-" not in name]
+    results: list[dict[tuple[str, str], float]] = []
+    counters: dict[str, Any] = {}
+    for rotation in range(rounds):
+        timings: dict[tuple[str, str], float] = {}
+        for name in names[rotation % len(names) :] + names[: rotation % len(names)]:
+            command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--seconds", str(seconds)]
+            command += ["--reads", str(reads)] + (["--conninfo", conninfo] if conninfo else [])
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+            report = json.loads(done.stdout.strip().splitlines()[-1])
+            for operation in ("graph turn", "get_tuple", "list(limit=20)"):
+                timings[(name, operation)] = report[operation]
+            counters[name] = {**report["counters"], "turns": report["turns"]}
+        results.append(timings)
+    return {**summarize(results, APART_RATIOS), "counters": counters}
 
 
 def main() -> None:
@@ -270,19 +355,32 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="graph turns per batch")
     parser.add_argument("--reads", type=int, default=200, help="get_tuple calls per batch (a tenth for list)")
     parser.add_argument("--cold", type=int, default=20, help="cold reads per batch")
+    parser.add_argument("--apart-rounds", type=int, default=7, help="rounds of the write-back processes")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds of turns per write-back process")
     parser.add_argument("--json", type=Path, help="write the medians and ratios here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--conninfo", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
+    if arguments.worker:
+        print(json.dumps(worker(arguments.worker, arguments.conninfo, arguments.seconds, arguments.reads)))
+        return
     try:
         with postgres() as conninfo:
             summary = measure(
                 conninfo, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold
             )
+            apart = measure_apart(conninfo, arguments.apart_rounds, seconds=arguments.seconds, reads=arguments.reads)
     except ServerUnavailable as error:
         print(f"NO POSTGRESQL SERVER COULD BE STARTED ({error}): measuring the SQLite tier only")
         summary = measure(None, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold)
+        apart = measure_apart(None, arguments.apart_rounds, seconds=arguments.seconds, reads=arguments.reads)
     print(table(summary))
+    print()
+    print(table(apart))
+    for name, counters in {**summary["counters"], **apart["counters"]}.items():
+        print(f"{name}: {counters}")
     if arguments.json:
-        arguments.json.write_text(json.dumps(summary, indent=2))
+        arguments.json.write_text(json.dumps({"in process": summary, "apart": apart}, indent=2))
 
 
 if __name__ == "__main__":
