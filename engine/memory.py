@@ -9,19 +9,35 @@ bound can be set from a container's memory limit (``max_memory_bytes``).
 The estimate is payload bytes, plus a fixed cost per object derived from the
 counters the store already keeps (threads, namespaces, checkpoints, blobs,
 writes), plus ``variable_overhead``: the part that varies with the objects'
-contents (identifier lengths, how many channels a checkpoint references,
-whether a blob holds a value), kept incrementally beside the other totals.
+contents, kept incrementally beside the other totals by the write transactions
+(``engine.store``) and recounted here for ``check()``:
 
-Every cost below is measured at import with ``sys.getsizeof`` of the real
-structures (dictionary entries averaged over typical sizes); none is typed in
-by hand. What the estimate leaves out is in the README ("A memory bound").
+* identifiers: a byte per character of ASCII text, the interpreter's wider
+  layout for the rest (``text``); the root namespace's ``""`` is free;
+* a checkpoint's versions tuple, two slots per channel;
+* versions: a str or a number object (ints past the interpreter's shared small
+  ones, floats) once per run of consecutive blob keys holding that very object,
+  since LangGraph gives every channel a step updates one version object
+  (``blobs_overhead``); and the copies a checkpoint holds when its versions are
+  not its parent's objects, as the first checkpoint of each LangGraph turn,
+  whose versions were read back (``detached``, ``held_copies``);
+* a blob's value containers; a task's id and path strings per run of its writes;
+  a write index past the shared small ints; a run a thread holds.
+
+Containers are costed as a base plus a cost per entry (``_costs``): a dict
+allocates room for five entries with its first, so a small thread or namespace
+is mostly bases. Every cost below is measured at import with ``sys.getsizeof``
+of the real structures, filled as the store fills them (per-entry costs averaged
+over typical sizes); none is typed in by hand. What the estimate leaves out is
+in the README ("A memory bound").
 """
 
 from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from .namespace import Namespace
 from .plans import Pruning
@@ -32,56 +48,127 @@ from .tombstones import DroppedThread, ParkedWrites, RefusedCheckpoint, Tombston
 __all__ = [
     "BLOB",
     "CHECKPOINT",
+    "FLOAT",
+    "INT",
     "LIST_SLOT",
     "NAMESPACE",
     "PARKED",
     "PARKED_WRITE",
     "REFUSAL",
     "RUN",
+    "SMALL_INTS",
     "STR",
     "TASK",
     "THREAD",
     "TOMBSTONE",
+    "TUPLE_SLOT",
     "VALUE",
     "WRITE",
     "WRITE_SET",
-    "blob_overhead",
+    "blobs_overhead",
     "change",
+    "copies",
+    "copies_change",
+    "detached",
+    "held_copies",
+    "last_version",
     "namespace_overhead",
+    "namespace_text",
+    "number",
     "of_contents",
     "of_thread",
     "of_tombstones",
     "parked_writes_bytes",
     "record_overhead",
+    "run_overhead",
+    "text",
     "thread_overhead",
+    "version_cost",
     "write_set_overhead",
 ]
 
-_SIZES = (8, 64, 512, 4096)  # dictionary sizes averaged over: a namespace's entries up to a big store's
+_SIZES = tuple(round(8 * 2 ** (step / 2)) for step in range(17))
+"""Container sizes averaged over, two per doubling (so that no resize threshold is favoured): 8 to 2,048
+entries, a namespace's up to a big store's."""
 
 
-def _per_entry(make: type, key: object) -> int:
-    """Bytes per entry of a container, averaged over typical sizes."""
-    empty = sys.getsizeof(make())
-    costs = [(sys.getsizeof(make({key(i): None for i in range(n)})) - empty) / n for n in _SIZES]  # type: ignore[operator]
-    return round(sum(costs) / len(costs))
+def _filled(make: Callable[[], Any], keys: Iterable[object]) -> Any:
+    """A container filled one key at a time, as the store fills its own."""
+    container = make()
+    for key in keys:
+        if isinstance(container, set):
+            container.add(key)
+        elif isinstance(container, list):
+            container.append(key)
+        else:
+            container[key] = None
+    return container
 
 
-STR = sys.getsizeof("")  # a str's header; ASCII text adds a byte per character
+def _costs(make: Callable[[], Any], key: Callable[[int], object]) -> tuple[int, int]:
+    """A container's cost as ``(base, per entry)``, so that ``base + n * per_entry`` is its size with n entries.
+
+    The per-entry cost is the growth past the first entry, averaged over ``_SIZES``; the base is
+    what a container of one entry costs beyond that entry. A small container is mostly its base:
+    a dict allocates room for five entries with its first.
+    """
+    one = sys.getsizeof(_filled(make, [key(0)]))
+    growth = [(sys.getsizeof(_filled(make, map(key, range(n)))) - one) / (n - 1) for n in _SIZES]
+    per_entry = round(sum(growth) / len(growth))
+    return one - per_entry, per_entry
+
+
+def _small_ints() -> range:
+    """The ints the interpreter keeps one shared object of (CPython: -5 to 256): they cost nothing more."""
+    low = high = 0
+    while int(str(high + 1)) is int(str(high + 1)):
+        high += 1
+    while int(str(low - 1)) is int(str(low - 1)):
+        low -= 1
+    return range(low, high + 1)
+
+
+STR = sys.getsizeof("")  # a str's header; ASCII text adds a byte per character (``text`` for the rest)
 BYTES = sys.getsizeof(b"")  # a bytes object's header; the payload is counted as payload
 PAIR = sys.getsizeof(("", ""))  # a two-item tuple
-DICT = sys.getsizeof({})
-SET = sys.getsizeof(set())
-STR_KEY_ENTRY = _per_entry(dict, str)  # one entry of a dict keyed by str
-TUPLE_KEY_ENTRY = _per_entry(dict, lambda i: (str(i), i))  # one entry of a dict keyed by a tuple
-LRU_ENTRY = _per_entry(OrderedDict, str)  # one entry of the store's LRU map
-LIST_SLOT = sys.getsizeof([None]) - sys.getsizeof([])
+SMALL_INTS = _small_ints()
+INT = sys.getsizeof(SMALL_INTS.stop + 1_000)  # an int past the shared ones, below 2**30
+FLOAT = sys.getsizeof(0.5)
+STR_DICT, STR_KEY_ENTRY = _costs(dict, str)  # a dict keyed by str, and each entry
+TUPLE_DICT, TUPLE_KEY_ENTRY = _costs(dict, lambda i: (str(i), i))  # a dict keyed by tuples, and each entry
+_, LRU_ENTRY = _costs(OrderedDict, str)  # one entry of an LRU map (the map itself is one per store)
+SET, SET_ENTRY = _costs(set, str)
+LIST, LIST_SLOT = _costs(list, int)  # a list grown by appending, and each slot
+_WIDE = {width: sys.getsizeof(char) - 2 * width for width, char in ((1, "\xe9"), (2, "\u4e2d"), (4, "\U0001f600"))}
+"""The header of a str holding a non-ASCII character, by the width of its widest character
+(its length plus a terminator, times the width, follow)."""
 
-THREAD = sys.getsizeof(Thread("", 0.0, 0)) + DICT + SET + LRU_ENTRY + STR
-"""A thread: its object, its namespace map and run set, its LRU entry, its id's header."""
 
-NAMESPACE = sys.getsizeof(Namespace()) + 3 * DICT + sys.getsizeof([]) + STR_KEY_ENTRY + STR
-"""A namespace: its object, three dicts and id list, its entry in its thread, its name's header."""
+def _numbers(sample: Any, *fields: str) -> int:
+    """The number objects a record holds in these fields, with typical values past the shared ints."""
+    return sum(sys.getsizeof(getattr(sample, field)) for field in fields)
+
+
+def _sample_thread() -> Thread:
+    thread = Thread("", 1.5, SMALL_INTS.stop + 1_000)  # a thread created past the first few hundred
+    thread.nbytes = thread.variable_overhead = SMALL_INTS.stop + 1_000  # totals past the shared ints
+    return thread
+
+
+THREAD = (
+    sys.getsizeof(_sample_thread())
+    + _numbers(_sample_thread(), "nbytes", "variable_overhead", "created", "last_used")
+    + STR_DICT
+    + SET
+    + LRU_ENTRY
+    + STR
+)
+"""A thread: its object and the numbers it keeps (its totals, creation number and last use), its namespace
+map and run set (each entry is counted with what it holds), its LRU entry, its id's header."""
+
+NAMESPACE = sys.getsizeof(Namespace()) + 2 * STR_DICT + TUPLE_DICT + LIST + STR_KEY_ENTRY
+"""A namespace: its object, its three dicts (checkpoints and writes by id, blobs by key) and id list,
+its entry in its thread (its name: ``namespace_text``)."""
 
 CHECKPOINT = (
     sys.getsizeof(make_checkpoint_record(("", None, "", b"", "", b"", (), None, frozenset())))
@@ -93,6 +180,9 @@ CHECKPOINT = (
 )
 """A checkpoint: its record, two bytes headers, its versions tuple's header, its id's header,
 its entry by id and in the sorted ids."""
+
+TUPLE_SLOT = sys.getsizeof((None,)) - sys.getsizeof(())
+"""One slot of a tuple: a checkpoint's versions tuple holds two per channel."""
 
 BLOB = PAIR + TUPLE_KEY_ENTRY
 """A blob: its ``(channel, version)`` key and its entry."""
@@ -106,59 +196,203 @@ WRITE = sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + PAIR + TUPL
 TASK = 2 * STR
 """A task's writes at a checkpoint: the headers of the id and path strings they share."""
 
-WRITE_SET = DICT + STR_KEY_ENTRY
+WRITE_SET = TUPLE_DICT + STR_KEY_ENTRY
 """The writes of one checkpoint: their dict and its entry."""
 
-RUN = STR + STR_KEY_ENTRY + SET
-"""A run a thread holds: its id's header, its entry in the run index and its set of holders."""
+RUN = STR + STR_KEY_ENTRY + SET + SET_ENTRY
+"""A run a thread holds: its id's header, its entry in the run index and its set of holders, its entry
+in the thread's run set."""
 
-TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + LRU_ENTRY + 2 * STR
-"""A tombstone: its record, its entry, the headers of the ids it keeps (their text is its ``nbytes``)."""
+TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + FLOAT + LRU_ENTRY + 2 * STR
+"""A tombstone: its record, when it was dropped, its entry, the headers of the ids it keeps (their text
+is its ``nbytes``)."""
 
 REFUSAL = sys.getsizeof(RefusedCheckpoint("", "", "", "", 0.0)) + LRU_ENTRY + 3 * STR
 """A refused checkpoint remembered: its record, its entry, the headers of the ids it keeps."""
 
-PARKED = sys.getsizeof(ParkedWrites("", "", "", (), 0)) + sys.getsizeof(()) + LRU_ENTRY + 3 * STR
-"""Parked writes: their record, its tuple of writes, its entry, the headers of the ids it keeps
-(each write adds ``PARKED_WRITE`` beside its counted bytes: ``parked_writes_bytes``)."""
+PARKED = sys.getsizeof(ParkedWrites("", "", "", (), 0)) + sys.getsizeof(()) + INT + LRU_ENTRY + 3 * STR
+"""Parked writes: their record, its tuple of writes and its count of bytes, its entry, the headers of the
+ids it keeps (each write adds ``PARKED_WRITE`` beside its counted bytes: ``parked_writes_bytes``)."""
 
-PARKED_WRITE = LIST_SLOT + sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + 2 * STR
+PARKED_WRITE = TUPLE_SLOT + sys.getsizeof(WriteRecord("", 0, "", "", b"", "")) + BYTES + 2 * STR
 """One parked write: its slot, its record, its value's bytes header, its id and path headers."""
 
 
 # --- the varying part (variable_overhead), one function per kind of object; the write transactions inline them ---
 
 
+def text(value: str) -> int:
+    """What a str holds beyond ``STR``: a byte per character if it is ASCII; else a wider header and
+    one to four bytes per character, by its widest (the interpreter's compact layout; a UTF-8 copy
+    it may cache beside is left out).
+
+    Runtime complexity: O(1) for ASCII text, O(length) otherwise.
+    """
+    if value.isascii():
+        return len(value)
+    widest = max(value)
+    width = 1 if widest <= "\xff" else 2 if widest <= "\uffff" else 4
+    return _WIDE[width] - STR + (len(value) + 1) * width
+
+
+def namespace_text(name: str) -> int:
+    """A namespace's name: its str, none for the root's ``""`` (the interpreter's one empty string).
+
+    Runtime complexity: O(1) for ASCII text, O(length) otherwise.
+    """
+    return STR + text(name) if name else 0
+
+
+def number(version: object) -> int:
+    """A number a blob key holds as its version: a float, or an int past the shared small ones.
+
+    Runtime complexity: O(1).
+    """
+    if type(version) is float:
+        return FLOAT
+    return INT if type(version) is int and version not in SMALL_INTS else 0
+
+
+def detached(record: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
+    """Whether a checkpoint holds copies of its parent's version objects, not the objects themselves: its
+    last version equal to its parent's but another object, the same number of channels. LangGraph's first
+    checkpoint of a turn is such: the turn starts from the latest checkpoint read back, whose versions are
+    new objects, and the checkpoints after it in the turn share them. ``parent`` is the checkpoint it
+    names, if that was stored before it (``held_copies``).
+
+    Runtime complexity: O(1).
+    """
+    if parent is None:
+        return False
+    versions, theirs = record.versions, parent.versions
+    if not len(versions) >> 1 or not theirs:
+        return False
+    last, their_last = versions[-1], theirs[-1]
+    return last is not their_last and last == their_last and len(theirs) == len(versions)
+
+
+def copies(record: CheckpointRecord) -> int:
+    """What a detached checkpoint's own version objects hold (``version_cost`` each; a ``str`` subclass
+    counts as text). Runtime complexity: O(channels).
+    """
+    versions = record.versions
+    return sum(
+        STR + len(version) if isinstance(version, str) else number(version)
+        for version in versions[len(versions) // 2 :]
+    )
+
+
+def held_copies(records: Mapping[str, CheckpointRecord]) -> int:
+    """The version objects the detached checkpoints among these hold (``detached``, ``copies``): each
+    against the parent it names, if stored before it (a namespace's records keep the order they were
+    stored in, so a new checkpoint is never the parent of one stored already).
+
+    Runtime complexity: O(len(records)), plus O(channels) per detached checkpoint.
+    """
+    total = 0
+    earlier: set[str] = set()
+    for checkpoint_id, record in records.items():
+        parent_id = record.parent_id
+        if parent_id in earlier and detached(record, records[parent_id]):
+            total += copies(record)
+        earlier.add(checkpoint_id)
+    return total
+
+
+def copies_change(
+    records: Mapping[str, CheckpointRecord], record: CheckpointRecord, pruning: Pruning | None, namespace: str
+) -> int:
+    """How ``held_copies`` of a namespace's checkpoints changes when ``record`` is stored there after
+    ``pruning``, beyond what the write transaction counts inline (the record's own ``copies`` if it is
+    ``detached`` from the parent it finds in ``records``): the rare puts, of a checkpoint replaced (it keeps
+    its place, and the checkpoints stored after it may name it), or with a pruning (it may take the parent).
+
+    Runtime complexity: O(len(records)), plus O(channels) per detached checkpoint.
+    """
+    parent_id = record.parent_id
+    inline = copies(record) if parent_id is not None and detached(record, records.get(parent_id)) else 0
+    removed: Collection[str] = ()
+    if pruning is not None:
+        if namespace in pruning.namespaces:
+            records = {}
+        removal = pruning.removals.get(namespace)
+        removed = set(removal.checkpoint_ids) if removal is not None else ()
+    before = {checkpoint_id: kept for checkpoint_id, kept in records.items() if checkpoint_id not in removed}
+    after = {**before, record.checkpoint_id: record}
+    return held_copies(after) - held_copies(before) - inline
+
+
 def record_overhead(record: CheckpointRecord) -> int:
-    """Its id's text and its versions tuple's slots. Runtime complexity: O(1)."""
-    return len(record.checkpoint_id) + LIST_SLOT * len(record.versions)
+    """Its id's text and its versions tuple's slots. Runtime complexity: O(1) for an ASCII id."""
+    return text(record.checkpoint_id) + TUPLE_SLOT * len(record.versions)
 
 
-def blob_overhead(key: BlobKey, blob: Blob) -> int:
-    """Its value's containers, if it holds one, and its version's text. Runtime complexity: O(1)."""
-    version = key[1]
-    return (VALUE if blob is not None else 0) + (STR + len(version) if type(version) is str else 0)
+def version_cost(version: object) -> int:
+    """A version object: a str's header and text (a byte per character: versions are ASCII in practice),
+    or a number (``number``). Runtime complexity: O(1).
+    """
+    return STR + len(version) if isinstance(version, str) else number(version)
+
+
+def blobs_overhead(blobs: Mapping[BlobKey, Blob]) -> int:
+    """A namespace's blobs: each value's containers, and each version object once per run of consecutive
+    keys holding that very object (LangGraph gives every channel a step updates one version object;
+    the keys of one put are consecutive).
+
+    Runtime complexity: O(len(blobs)).
+    """
+    overhead = 0
+    previous = None  # no version is None
+    for (_, version), blob in blobs.items():
+        if blob is not None:
+            overhead += VALUE
+        if version is not previous:
+            overhead += version_cost(version)
+            previous = version
+    return overhead
+
+
+def last_version(blobs: dict[BlobKey, Blob], pruning: Pruning | None, namespace: str) -> object:
+    """The version object of the last of these blob keys that ``pruning`` keeps in ``namespace`` (None if none):
+    the run a new key may go on. Runtime complexity: O(1) without a pruning, O(len(blobs)) with one.
+    """
+    removed: Collection[BlobKey] = ()
+    if pruning is not None:
+        if namespace in pruning.namespaces:
+            return None
+        removal = pruning.removals.get(namespace)
+        removed = set(removal.blob_keys) if removal is not None else ()
+    return next((key[1] for key in reversed(blobs) if key not in removed), None)
 
 
 def write_set_overhead(stored: Mapping[tuple[str, int], WriteRecord]) -> int:
-    """The writes of one checkpoint: their dict, and the id and path strings of each run of
-    consecutive writes of one task (a task's writes arrive together and share its strings).
+    """The writes of one checkpoint: their dict, the id and path strings of each run of consecutive
+    writes of one task (a task's writes arrive together and share its strings), and each index past
+    the shared small ints (``SMALL_INTS``; a negative index is one of LangGraph's special channels).
 
     Runtime complexity: O(len(stored)).
     """
     overhead = WRITE_SET
     previous = None
-    for task_id, _ in stored:
+    top = SMALL_INTS[-1]
+    for task_id, idx in stored:
         if task_id != previous:
-            overhead += TASK + len(task_id)
+            overhead += TASK + text(task_id)
             previous = task_id
+        if idx > top:
+            overhead += INT
     return overhead
+
+
+def run_overhead(run_id: str) -> int:
+    """A run a thread holds (``RUN``) and its id's text. Runtime complexity: O(1) for an ASCII id."""
+    return RUN + text(run_id)
 
 
 def namespace_overhead(space: Namespace) -> int:
     """Everything varying a namespace holds, recounted. Runtime complexity: O(size of the namespace)."""
-    overhead = sum(record_overhead(record) for record in space.records.values())
-    overhead += sum(blob_overhead(key, blob) for key, blob in space.blobs.items())
+    overhead = sum(record_overhead(record) for record in space.records.values()) + held_copies(space.records)
+    overhead += blobs_overhead(space.blobs)
     return overhead + sum(write_set_overhead(stored) for stored in space.writes.values())
 
 
@@ -167,9 +401,9 @@ def thread_overhead(thread: Thread) -> int:
 
     Runtime complexity: O(size of the thread).
     """
-    overhead = len(thread.thread_id) + sum(RUN + len(run_id) for run_id in thread.runs)
+    overhead = text(thread.thread_id) + sum(run_overhead(run_id) for run_id in thread.runs)
     for name, space in thread.namespaces.items():
-        overhead += len(name) + namespace_overhead(space)
+        overhead += namespace_text(name) + namespace_overhead(space)
     return overhead
 
 
@@ -237,7 +471,8 @@ def change(
     thread_id: str | None = None,
 ) -> int:
     """How much the heap estimate changes with these payload bytes, variable overhead and counts
-    (net of what ``pruning`` frees; and a new thread, if ``thread_id``). Runtime complexity: O(1).
+    (net of what ``pruning`` frees; and a new thread, if ``thread_id``). Runtime complexity: O(1), or
+    O(length) of a non-ASCII thread id.
     """
     if pruning is not None:
         freed = pruning.freed
@@ -247,4 +482,4 @@ def change(
         blobs -= freed.blobs
         namespaces -= freed.namespaces
     change = nbytes + overhead + CHECKPOINT * checkpoints + WRITE * writes + BLOB * blobs + NAMESPACE * namespaces
-    return change if thread_id is None else change + THREAD + len(thread_id)
+    return change if thread_id is None else change + THREAD + text(thread_id)

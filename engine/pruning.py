@@ -113,7 +113,12 @@ def plan_namespaces(thread: Thread, limits: StoreLimits, root_checkpoint_id: str
     space = thread.namespaces[name]
     freed = space.recount()
     freed = Totals(
-        freed.nbytes, freed.checkpoints, freed.writes, freed.blobs, 1, memory.namespace_overhead(space) + len(name)
+        freed.nbytes,
+        freed.checkpoints,
+        freed.writes,
+        freed.blobs,
+        1,
+        memory.namespace_overhead(space) + memory.namespace_text(name),
     )
     return Pruning({name: freed}, {}, freed)
 

@@ -90,8 +90,11 @@ class State:
     # --- threads in and out ----------------------------------------------------------------------
 
     def new_thread(self, thread_id: str, now: float) -> Thread:
-        """Create an empty thread at the most recently used end. Runtime complexity: O(1)."""
+        """Create an empty thread at the most recently used end. Runtime complexity: O(1), or O(length) of a
+        non-ASCII id (``memory.text``)."""
         thread = self.threads[thread_id] = Thread(thread_id, now, next(self.creation))
+        if not thread_id.isascii():  # a Thread counts a byte per character of its id: memory.text counts the rest
+            thread.variable_overhead = memory.text(thread_id)
         self.variable_overhead += thread.variable_overhead
         self.next_expiry = min(self.next_expiry, now + self.limits.idle_ttl_seconds)
         return thread
@@ -188,7 +191,7 @@ class State:
         self.release(thread, removal.freed)
         if space.is_empty():
             del thread.namespaces[namespace]
-            self.release(thread, Totals(namespaces=1, variable_overhead=len(namespace)))
+            self.release(thread, Totals(namespaces=1, variable_overhead=memory.namespace_text(namespace)))
         self.mark_changed(thread.thread_id)
         return any(record.run_id is not None for record in removed)
 
@@ -204,7 +207,7 @@ class State:
         self.release(thread, Totals(nbytes, 0, len(stored), 0, 0, memory.write_set_overhead(stored)))
         if space.is_empty():
             del thread.namespaces[namespace]
-            self.release(thread, Totals(namespaces=1, variable_overhead=len(namespace)))
+            self.release(thread, Totals(namespaces=1, variable_overhead=memory.namespace_text(namespace)))
         self.mark_changed(thread.thread_id)
 
     def remove_namespace(self, thread: Thread, namespace: str, freed: Totals) -> bool:
@@ -239,10 +242,12 @@ class State:
     # --- the run index -------------------------------------------------------------------------------
 
     def index_run(self, thread: Thread, run_id: str) -> None:
-        """Note that a thread now holds checkpoints of a run. Runtime complexity: O(1)."""
+        """Note that a thread now holds checkpoints of a run. Runtime complexity: O(1), or O(length) of a
+        non-ASCII id (``memory.run_overhead``)."""
         thread.runs.add(run_id)
-        thread.variable_overhead += memory.RUN + len(run_id)
-        self.variable_overhead += memory.RUN + len(run_id)
+        cost = memory.run_overhead(run_id)
+        thread.variable_overhead += cost
+        self.variable_overhead += cost
         holders = self.runs.get(run_id)
         if holders is None:
             self.runs[run_id] = {thread.thread_id}
@@ -257,12 +262,14 @@ class State:
         held = thread.recount_runs()
         for run_id in thread.runs - held:
             self.unindex_run(run_id, thread.thread_id)
-            thread.variable_overhead -= memory.RUN + len(run_id)
-            self.variable_overhead -= memory.RUN + len(run_id)
+            cost = memory.run_overhead(run_id)
+            thread.variable_overhead -= cost
+            self.variable_overhead -= cost
         for run_id in held - thread.runs:
             self.runs.setdefault(run_id, set()).add(thread.thread_id)
-            thread.variable_overhead += memory.RUN + len(run_id)
-            self.variable_overhead += memory.RUN + len(run_id)
+            cost = memory.run_overhead(run_id)
+            thread.variable_overhead += cost
+            self.variable_overhead += cost
         thread.runs = held
 
     def unindex_run(self, run_id: str, thread_id: str) -> None:

@@ -174,7 +174,9 @@ class Store(State):
         O(n log n) for the n checkpoints of the thread once per a tenth of the
         limit (``pruning.plan_rolling`` states the exact bound); the size of a
         namespace pruned whole (``pruning.plan_namespaces``); O(n) to recount
-        the thread's runs when a re-put changes a checkpoint's run.
+        the thread's runs when a re-put changes a checkpoint's run; O(n) for the
+        n checkpoints of the namespace when a re-put or a pruning changes which
+        hold copies of their parent's versions (``memory.copies_change``).
         """
         checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, delta_channels = record
         limits = self.limits
@@ -220,9 +222,10 @@ class Store(State):
                     identifiers.refuse("checkpoint_id", checkpoint_id, limits)
                 if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
                     plan = plan_rolling(thread, namespace, record, new_blobs, plan, limits)
+            parent = None if parent_id is None else records.get(parent_id)
             if (
-                parent_id is not None
-                and parent_id not in records
+                parent is None
+                and parent_id is not None
                 and (type(parent_id) is not str or not 0 < len(parent_id) <= max_length or not parent_id.isprintable())
             ):
                 identifiers.refuse("parent checkpoint_id", parent_id, limits)
@@ -230,7 +233,24 @@ class Store(State):
             new_bytes = old_bytes = replaced_blobs = 0
             # the heap estimate's variable overhead (engine.memory): the record's id and version slots
             overhead = _SLOT * len(versions) + (
-                len(checkpoint_id) if replaced is None else -_SLOT * len(replaced.versions)
+                (len(checkpoint_id) if checkpoint_id.isascii() else memory.text(checkpoint_id))  # memory.text, inline
+                if replaced is None
+                else memory.copies_change(records, record, None, namespace) - _SLOT * len(replaced.versions)
+            )
+            if (  # memory.detached, inline: the first checkpoint of a LangGraph turn holds copies of its versions
+                parent is not None
+                and half
+                and (theirs := parent.versions)
+                and (last := versions[-1]) is not theirs[-1]
+                and last == theirs[-1]
+                and len(theirs) == len(versions)
+            ):
+                overhead += memory.copies(record)
+            # the version objects of new keys (memory.blobs_overhead): each once per run of keys holding it
+            last_version = (
+                (next(reversed(blobs))[1] if blobs else None)
+                if plan is None
+                else memory.last_version(blobs, plan, namespace)
             )
             for key, blob in new_blobs.items():
                 old = blobs.get(key, _MISSING)
@@ -242,11 +262,20 @@ class Store(State):
                         size = len(version)
                         if not 0 < size <= max_length or not version.isprintable():
                             identifiers.check_version(channel, version, limits)
-                        overhead += _TEXT + size
+                        if version is not last_version:  # memory.version_cost, inline
+                            overhead += _TEXT + size
+                            last_version = version
                     elif type(version) is int:
                         if not _MIN_INT <= version <= _MAX_INT:
                             identifiers.check_version(channel, version, limits)
-                    elif type(version) is not float or version - version != 0.0:  # NaN and infinities too
+                        if version is not last_version:
+                            overhead += 0 if version in _SMALL_INTS else _INT  # memory.number, inline
+                            last_version = version
+                    elif type(version) is float and version - version == 0.0:  # NaN and infinities: refused below
+                        if version is not last_version:
+                            overhead += _FLOAT  # memory.number, inline
+                            last_version = version
+                    else:
                         identifiers.check_version(channel, version, limits)
                 else:
                     replaced_blobs += 1
@@ -267,20 +296,24 @@ class Store(State):
                     raise CheckpointCapacityError(
                         "max_checkpoint_bytes", limits.max_checkpoint_bytes, whole, thread_id=thread_id
                     )
-            if space is None:
-                overhead += len(namespace)
+            if space is None and namespace:  # the same as memory.namespace_text, inline
+                overhead += _TEXT + len(namespace) if namespace.isascii() else memory.namespace_text(namespace)
             new_run = run_id is not None and (thread is None or run_id not in thread.runs)
             if new_run and (  # the rule of identifiers.check_identifier, inline
                 type(run_id) is not str or not 0 < len(run_id) <= max_length or not run_id.isprintable()
             ):
                 identifiers.refuse("metadata['run_id']", run_id, limits)
-            net = growth if plan is None else growth - plan.freed.nbytes
+            if plan is None:
+                net = growth
+            else:  # what the pruning changes of the detached checkpoints kept (memory.copies_change)
+                net = growth - plan.freed.nbytes
+                overhead += memory.copies_change(records, record, plan, namespace)
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)
                 or self.memory_limited
             ):
-                run_cost = memory.RUN + len(run_id) if new_run else 0  # type: ignore[arg-type]  # State.index_run
+                run_cost = memory.run_overhead(run_id) if new_run else 0  # type: ignore[arg-type]  # State.index_run
                 footprint = memory.change(
                     net, overhead + run_cost, plan, checkpoints=replaced is None,
                     blobs=len(new_blobs) - replaced_blobs, namespaces=space is None,
@@ -297,7 +330,7 @@ class Store(State):
                     self.apply_pruning(thread, plan)
                     if space is not None and namespace not in thread.namespaces:  # pruning emptied it: anew
                         space = None
-                        overhead += len(namespace)
+                        overhead += memory.namespace_text(namespace)
             if space is None:
                 space = thread.namespaces[namespace] = Namespace()
                 self.namespaces += 1
@@ -415,6 +448,7 @@ class Store(State):
                     ):
                         identifiers.refuse("task_id", task_id, limits)
                     checked_task = task_id
+                    task_text = len(task_id) if task_id.isascii() else memory.text(task_id)  # memory.text, inline
                 if task_path is not checked_path:
                     if type(task_path) is not str or not task_path.isascii():  # the rule of check_text, inline
                         identifiers.check_text("task_path", task_path)
@@ -431,9 +465,12 @@ class Store(State):
                     old = accepted.get(key) or stored[key]  # type: ignore[index]
                     growth -= len(old.value_data) + len(old.task_path)
                     added -= 1  # it replaces a write of this batch or a stored one, in place
-                elif task_id != last_task:  # a new run of one task's writes: its id and path strings
-                    overhead += _TASK + len(task_id)
-                    last_task = task_id
+                else:  # a new key (memory.write_set_overhead)
+                    if task_id != last_task:  # a new run of one task's writes: its id and path strings
+                        overhead += _TASK + task_text  # pyright: ignore[reportPossiblyUnboundVariable]  # set above
+                        last_task = task_id
+                    if idx > _TOP_INT:  # an index past the shared small ints
+                        overhead += _INT
                 accepted[key] = write
                 growth += size
                 added += 1
@@ -451,8 +488,8 @@ class Store(State):
                 return
             if stored is None:
                 overhead += _WRITE_SET
-            if space is None:
-                overhead += len(namespace)
+            if space is None and namespace:  # the same as memory.namespace_text, inline
+                overhead += _TEXT + len(namespace) if namespace.isascii() else memory.namespace_text(namespace)
             net = growth if plan is None else growth - plan.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
@@ -708,5 +745,6 @@ class Store(State):
         return now
 
 
-_SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.LIST_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
+_SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.TUPLE_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
+_INT, _FLOAT, _SMALL_INTS, _TOP_INT = memory.INT, memory.FLOAT, memory.SMALL_INTS, memory.SMALL_INTS[-1]
 _MIN_INT, _MAX_INT = identifiers.MIN_INT_VERSION, identifiers.MAX_INT_VERSION

@@ -369,33 +369,61 @@ def _payload(value: Any) -> tuple[str, bytes]:
 
 
 def _export(entry: list[Any]) -> ThreadExport:
+    """A thread decoded from its snapshot entry, one object per distinct identifier, near what a thread a
+    graph wrote holds: decoded as they come, a checkpoint, run or version string, a channel name or a
+    payload's tag would be a new object in every record naming it (``engine.memory`` counts one, and none
+    for a graph's channel names and a serializer's tags). Runtime complexity: O(size of the entry).
+    """
     thread_id, _, namespaces = entry
-    return ThreadExport(str(thread_id), {str(name): _namespace_export(space) for name, space in namespaces})
+    shared: dict[Any, Any] = {}  # the thread's identifiers, names and tags: value to the one object kept
+    return ThreadExport(str(thread_id), {str(name): _namespace_export(space, shared) for name, space in namespaces})
 
 
-def _namespace_export(space: list[Any]) -> NamespaceExport:
+def _namespace_export(space: list[Any], shared: dict[Any, Any]) -> NamespaceExport:
+    """A namespace decoded, sharing through ``shared`` its thread's checkpoint ids (a parent is its
+    checkpoint's own id, and so is the key of that checkpoint's writes), run ids, versions, channel names
+    and payload tags; a task's id and path one object for the writes of one checkpoint, as its put held
+    them; no DeltaChannel, the records' one empty set. Content of the wrong shape fails here, as any
+    malformed content does. Runtime complexity: O(size of the namespace).
+    """
+    one = shared.setdefault
     checkpoints, writes, blobs = space
+    ids = [one(cid, cid) for cid, *_ in checkpoints]  # first: parents and writes name them
+    no_delta = CheckpointRecord._field_defaults["delta_channels"]  # the one empty set records share
+
+    def version_of(version: Any) -> Any:  # a number is keyed with its type: 1 and 1.0 are equal, not the same
+        return one(version, version) if type(version) is str else one((type(version), version), version)
+
+    def payload(value: Any) -> tuple[str, bytes]:
+        tag, data = _payload(value)
+        return (one(tag, tag), data)
+
+    def task_writes(entries: list[Any]) -> tuple[WriteRecord, ...]:
+        held: dict[Any, Any] = {}  # one checkpoint's: a task's id and path
+        own = held.setdefault
+        return tuple(
+            WriteRecord.of(own(task_id, task_id), idx, one(channel, channel), payload(value), own(path, path))
+            for task_id, idx, channel, value, path in entries
+        )
+
     return NamespaceExport(
         checkpoints=tuple(
             CheckpointRecord.of(
                 checkpoint_id=cid,
-                parent_id=parent,
-                checkpoint=_payload(checkpoint),
-                metadata=_payload(metadata),
-                channel_versions={channel: version for channel, version in versions},
-                run_id=run_id,
-                delta_channels=frozenset(delta),
+                parent_id=parent if parent is None else one(parent, parent),
+                checkpoint=payload(checkpoint),
+                metadata=payload(metadata),
+                channel_versions={one(channel, channel): version_of(version) for channel, version in versions},
+                run_id=run_id if run_id is None else one(run_id, run_id),
+                delta_channels=frozenset(one(channel, channel) for channel in delta) if delta else no_delta,
             )
-            for cid, parent, checkpoint, metadata, versions, run_id, delta in checkpoints
+            for cid, (_, parent, checkpoint, metadata, versions, run_id, delta) in zip(ids, checkpoints, strict=True)
         ),
-        writes={
-            cid: tuple(
-                WriteRecord.of(task_id, idx, channel, _payload(value), path)
-                for task_id, idx, channel, value, path in ws
-            )
-            for cid, ws in writes
+        writes={one(cid, cid): task_writes(ws) for cid, ws in writes},
+        blobs={
+            (one(channel, channel), version_of(version)): None if blob is None else payload(blob)
+            for channel, version, blob in blobs
         },
-        blobs={(channel, version): None if blob is None else _payload(blob) for channel, version, blob in blobs},
     )
 
 
