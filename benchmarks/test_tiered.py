@@ -35,7 +35,7 @@ def test_one_short_round_over_postgres(benchmark) -> None:
         pytest.skip(f"NO POSTGRESQL SERVER COULD BE STARTED, the tiered benchmark over it did not run: {error}")
     try:
         summary = benchmark.pedantic(lambda: measure(conninfo, 1, turns=2, reads=20, cold=2), rounds=1, iterations=1)
-        apart = measure_apart(conninfo, 1, seconds=0.1, reads=20)
+        apart = measure_apart(conninfo, 1, seconds=0.1, reads=20, pause=0.001)
     finally:
         server.__exit__(None, None, None)
     _record(benchmark, summary)

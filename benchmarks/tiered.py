@@ -314,15 +314,20 @@ def _counters(saver: TieredSaver) -> dict[str, Any]:
     }
 
 
-def worker(name: str, conninfo: str | None, seconds: float, reads: int) -> dict[str, Any]:
-    """One saver alone in this process: graph turns for ``seconds`` (its flusher running), then hot reads."""
+def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: float) -> dict[str, Any]:
+    """One saver alone in this process: graph turns for ``seconds`` (its flusher running), ``pause`` seconds
+    apart (not counted: the time a model would take), then hot reads."""
     with tempfile.TemporaryDirectory() as folder:
         subject = subjects(conninfo, Path(folder), [name])[name]
-        start, count = time.perf_counter(), 0
+        start, count, spent = time.perf_counter(), 0, 0.0
         while time.perf_counter() - start < seconds:
+            began = time.perf_counter()
             subject.turn()
+            spent += time.perf_counter() - began
             count += 1
-        turn = (time.perf_counter() - start) / count
+            if pause:
+                time.sleep(pause)
+        turn = spent / count
         latest = subject.thread(3)
         get = batch(lambda: subject.saver.get_tuple(latest), reads)()
         listed = batch(lambda: list(subject.saver.list(latest, limit=20)), max(1, reads // 10))()
@@ -330,8 +335,9 @@ def worker(name: str, conninfo: str | None, seconds: float, reads: int) -> dict[
         return {"graph turn": turn, "get_tuple": get, "list(limit=20)": listed, "turns": count, "counters": counters}
 
 
-def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: int) -> dict[str, Any]:
-    """The write-back savers and ours, each round in fresh processes of their own, the order rotating."""
+def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: int, pause: float) -> dict[str, Any]:
+    """The write-back savers and ours, each round in fresh processes of their own, the order rotating; the
+    turns ``pause`` seconds apart."""
     names = [name for name in APART if conninfo is not None or "-pg-" not in name]
     results: list[dict[tuple[str, str], float]] = []
     counters: dict[str, Any] = {}
@@ -339,7 +345,7 @@ def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: i
         timings: dict[tuple[str, str], float] = {}
         for name in names[rotation % len(names) :] + names[: rotation % len(names)]:
             command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--seconds", str(seconds)]
-            command += ["--reads", str(reads)] + (["--conninfo", conninfo] if conninfo else [])
+            command += ["--reads", str(reads), "--pause", str(pause)] + (["--conninfo", conninfo] if conninfo else [])
             done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
             report = json.loads(done.stdout.strip().splitlines()[-1])
             for operation in ("graph turn", "get_tuple", "list(limit=20)"):
@@ -357,28 +363,42 @@ def main() -> None:
     parser.add_argument("--cold", type=int, default=20, help="cold reads per batch")
     parser.add_argument("--apart-rounds", type=int, default=7, help="rounds of the write-back processes")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of turns per write-back process")
+    parser.add_argument(
+        "--pauses", type=float, nargs="*", default=[0.02, 0.0], help="seconds between write-back turns, one run each"
+    )
+    parser.add_argument("--pause", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="write the medians and ratios here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--conninfo", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.worker:
-        print(json.dumps(worker(arguments.worker, arguments.conninfo, arguments.seconds, arguments.reads)))
+        found = worker(arguments.worker, arguments.conninfo, arguments.seconds, arguments.reads, arguments.pause)
+        print(json.dumps(found))
         return
+    options = {"seconds": arguments.seconds, "reads": arguments.reads}
     try:
         with postgres() as conninfo:
             summary = measure(
                 conninfo, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold
             )
-            apart = measure_apart(conninfo, arguments.apart_rounds, seconds=arguments.seconds, reads=arguments.reads)
+            apart = {
+                pause: measure_apart(conninfo, arguments.apart_rounds, pause=pause, **options)
+                for pause in arguments.pauses
+            }
     except ServerUnavailable as error:
         print(f"NO POSTGRESQL SERVER COULD BE STARTED ({error}): measuring the SQLite tier only")
         summary = measure(None, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold)
-        apart = measure_apart(None, arguments.apart_rounds, seconds=arguments.seconds, reads=arguments.reads)
+        apart = {
+            pause: measure_apart(None, arguments.apart_rounds, pause=pause, **options) for pause in arguments.pauses
+        }
     print(table(summary))
-    print()
-    print(table(apart))
-    for name, counters in {**summary["counters"], **apart["counters"]}.items():
-        print(f"{name}: {counters}")
+    counters = dict(summary["counters"])
+    for pause, found in apart.items():
+        print(f"\nWrite-back apart, turns {pause * 1000:g} ms apart:\n")
+        print(table(found))
+        counters.update({f"{name} ({pause * 1000:g} ms apart)": value for name, value in found["counters"].items()})
+    for name, value in counters.items():
+        print(f"{name}: {value}")
     if arguments.json:
         arguments.json.write_text(json.dumps({"in process": summary, "apart": apart}, indent=2))
 

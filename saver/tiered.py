@@ -1651,7 +1651,10 @@ class TieredSaver(
             if needed > shared.max_dirty_bytes:
                 break
             try:
-                self._flush_all()
+                for dirty in shared.dirty.dirty_threads():  # the thread dirty longest first, until it fits
+                    self._flush_thread(dirty)
+                    if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
+                        return True
             except Exception as error:
                 raise self._refusal(thread_id, "max_dirty_bytes", shared.max_dirty_bytes, needed, error) from error
         try:
