@@ -248,9 +248,7 @@ class Store(State):
                 overhead += memory.copies(record)
             # the version objects of new keys (memory.blobs_overhead): each once per run of keys holding it
             last_version = (
-                (next(reversed(blobs))[1] if blobs else None)
-                if plan is None
-                else memory.last_version(blobs, plan, namespace)
+                next(reversed(blobs), _NO_KEY)[1] if plan is None else memory.last_version(blobs, plan, namespace)
             )
             for key, blob in new_blobs.items():
                 old = blobs.get(key, _MISSING)
@@ -748,3 +746,4 @@ class Store(State):
 _SLOT, _TEXT, _VALUE, _WRITE_SET, _TASK = memory.TUPLE_SLOT, memory.STR, memory.VALUE, memory.WRITE_SET, memory.TASK
 _INT, _FLOAT, _SMALL_INTS, _TOP_INT = memory.INT, memory.FLOAT, memory.SMALL_INTS, memory.SMALL_INTS[-1]
 _MIN_INT, _MAX_INT = identifiers.MIN_INT_VERSION, identifiers.MAX_INT_VERSION
+_NO_KEY = (None, None)  # the last blob key of a namespace holding none: no version is None
