@@ -315,24 +315,41 @@ def _counters(saver: TieredSaver) -> dict[str, Any]:
 
 
 def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: float) -> dict[str, Any]:
-    """One saver alone in this process: graph turns for ``seconds`` (its flusher running), ``pause`` seconds
-    apart (not counted: the time a model would take), then hot reads."""
+    """One saver alone in this process, its flusher running: graph turns for ``seconds``, ``pause`` seconds
+    apart (the time a model would take: not counted), and after each turn a few hot reads, so that reads
+    sample the whole run, flushes included. Medians of each."""
     with tempfile.TemporaryDirectory() as folder:
         subject = subjects(conninfo, Path(folder), [name])[name]
-        start, count, spent = time.perf_counter(), 0, 0.0
+        saver, latest = subject.saver, subject.thread(3)
+        turns: list[float] = []
+        gets: list[float] = []
+        lists: list[float] = []
+        start = time.perf_counter()
         while time.perf_counter() - start < seconds:
             began = time.perf_counter()
             subject.turn()
-            spent += time.perf_counter() - began
-            count += 1
+            turns.append(time.perf_counter() - began)
+            for _ in range(READS_PER_TURN):
+                began = time.perf_counter()
+                saver.get_tuple(latest)
+                gets.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            list(saver.list(latest, limit=20))
+            lists.append(time.perf_counter() - began)
             if pause:
                 time.sleep(pause)
-        turn = spent / count
-        latest = subject.thread(3)
-        get = batch(lambda: subject.saver.get_tuple(latest), reads)()
-        listed = batch(lambda: list(subject.saver.list(latest, limit=20)), max(1, reads // 10))()
-        counters = _counters(subject.saver) if isinstance(subject.saver, TieredSaver) else {}
-        return {"graph turn": turn, "get_tuple": get, "list(limit=20)": listed, "turns": count, "counters": counters}
+        counters = _counters(saver) if isinstance(saver, TieredSaver) else {}
+        return {
+            "graph turn": statistics.median(turns),
+            "get_tuple": statistics.median(gets),
+            "list(limit=20)": statistics.median(lists),
+            "turns": len(turns),
+            "counters": counters,
+        }
+
+
+READS_PER_TURN = 5
+"""Hot ``get_tuple`` calls a write-back worker times after each turn."""
 
 
 def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: int, pause: float) -> dict[str, Any]:
