@@ -246,6 +246,18 @@ def _shed_tombstones(state: State) -> None:
             pass
 
 
+def _fit_remembered(state: State) -> None:
+    """After a record was remembered outside ``make_room`` (a refusal, parked writes): within the
+    tombstones' share, and within ``max_memory_bytes`` as a whole, shedding the oldest records."""
+    if state.memory_limited:
+        limits = state.limits
+        while (
+            state.remembered_bytes() > limits.max_memory_bytes / TOMBSTONE_SHARE
+            or state.bounded_memory_bytes() > limits.max_memory_bytes
+        ) and _forget_oldest(state):
+            pass
+
+
 def _forget_oldest(state: State) -> bool:
     """Forget the oldest parked writes, else refused checkpoint, else dropped thread; whether one went."""
     return state.parked.forget_oldest() or state.refusals.forget_oldest() or state.tombstones.forget_oldest()
@@ -311,7 +323,7 @@ def refuse_checkpoint(
                 state.unlink(thread)
     state.parked.forget(checkpoint_id)  # parked writes of the refused checkpoint go with it too
     state.refusals.remember(RefusedCheckpoint(thread_id, namespace, checkpoint_id, error.limit, error.limit_value))
-    _shed_tombstones(state)
+    _fit_remembered(state)
 
 
 def refuse_writes_of_refused(
@@ -354,4 +366,4 @@ def park(
             merged[key] = write
     held = tuple(merged.values())
     state.parked.remember(ParkedWrites(thread_id, namespace, checkpoint_id, held, memory.parked_writes_bytes(held)))
-    _shed_tombstones(state)
+    _fit_remembered(state)

@@ -208,7 +208,7 @@ class Store(State):
                 plain = "".join(versions[half:]).isprintable()  # type: ignore[arg-type]
             except TypeError:  # a number among them: checked one by one
                 plain = False
-            if not plain or not known_channels.issuperset(versions[:half]):
+            if not plain or len(versions) & 1 or not known_channels.issuperset(versions[:half]):
                 identifiers.check_versions(known_channels, versions, limits)
             if delta_channels and not known_channels.issuperset(delta_channels):
                 for channel in delta_channels:

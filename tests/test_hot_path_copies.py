@@ -209,3 +209,13 @@ def test_put_writes_locates_as_locate_does(config: Any) -> None:
     assert expected is not ValueError
     thread_id, namespace, checkpoint_id = expected  # type: ignore[misc]
     assert set(saver.store.threads[thread_id].namespaces[namespace].writes) == {checkpoint_id}
+
+
+def test_a_versions_tuple_of_odd_length_is_refused_as_check_versions_refuses_it() -> None:
+    store = Store(LIMITS)
+    store.put_checkpoint("t", "", record("c1", None, {"a": "1"}), {})  # "a" is a known channel from now on
+    odd = record("c2")._replace(versions=("a", "b", "1"))
+    with pytest.raises(ValueError, match="map each channel to one version"):
+        store.put_checkpoint("t", "", odd, {})
+    with pytest.raises(ValueError, match="map each channel to one version"):
+        identifiers.check_versions(set(), ("a", "b", "1"), LIMITS)

@@ -503,3 +503,17 @@ def test_a_listing_read_while_the_ttl_passes_expires_nothing_more(clock: FakeClo
         clock.advance(1)  # the TTL passes for every thread while the listing is read
     assert saver.stats().expired_threads - before <= EXPIRY_BUDGET
     assert listed < 200  # threads gone idle since they were listed read as gone
+
+
+def test_the_tombstone_of_a_refused_put_never_pushes_the_store_past_max_memory_bytes() -> None:
+    """A refusal leaves a record (so its late writes are refused too); in a store full to its memory limit
+    remembered records are shed, oldest first, rather than the limit passed or a thread evicted for it."""
+    limit = 40_000
+    saver = make_saver(max_memory_bytes=limit, max_checkpoint_bytes=2_000)
+    for n in range(200):
+        put(saver, f"t{n}", {"a": "x" * 200})
+        with pytest.raises(CheckpointCapacityError, match="max_checkpoint_bytes"):
+            put(saver, f"t{n}", {"a": "y" * 3_000})  # refused: leaves a tombstone of the checkpoint
+        assert saver.store.bounded_memory_bytes() <= limit
+        saver.check()
+    assert saver.stats().evicted_for_memory > 0 and saver.stats().rejections == {"max_checkpoint_bytes": 200}
