@@ -509,11 +509,18 @@ def test_the_tombstone_of_a_refused_put_never_pushes_the_store_past_max_memory_b
     """A refusal leaves a record (so its late writes are refused too); in a store full to its memory limit
     remembered records are shed, oldest first, rather than the limit passed or a thread evicted for it."""
     limit = 40_000
-    saver = make_saver(max_memory_bytes=limit, max_checkpoint_bytes=2_000)
-    for n in range(200):
-        put(saver, f"t{n}", {"a": "x" * 200})
+    saver = make_saver(max_memory_bytes=limit, max_checkpoint_bytes=3_000)
+    put(saver, "first", {"a": "x" * 100})
+    per_thread = saver.store.bounded_memory_bytes() - 100  # what a thread costs beside its payload
+    n = 0
+    while limit - saver.store.bounded_memory_bytes() > 2 * per_thread + 2_000:
+        put(saver, f"t{n}", {"a": "x" * 1_000})
+        n += 1
+    put(saver, "last", {"a": "x" * (limit - saver.store.bounded_memory_bytes() - per_thread - 40)})
+    assert 0 <= limit - saver.store.bounded_memory_bytes() < 200 and saver.stats().evicted_threads == 0  # just full
+    for n in range(20):  # refusals in a row, each remembered
         with pytest.raises(CheckpointCapacityError, match="max_checkpoint_bytes"):
-            put(saver, f"t{n}", {"a": "y" * 3_000})  # refused: leaves a tombstone of the checkpoint
+            put(saver, f"big{n}", {"a": "y" * 4_000})
         assert saver.store.bounded_memory_bytes() <= limit
         saver.check()
-    assert saver.stats().evicted_for_memory > 0 and saver.stats().rejections == {"max_checkpoint_bytes": 200}
+    assert saver.stats().evicted_threads == 0  # remembered records made room, no thread did
