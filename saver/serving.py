@@ -390,7 +390,7 @@ def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings 
     Runtime complexity: O(variables).
     """
     environ = os.environ if environ is None else environ
-    values = {
+    values: dict[str, Any] = {
         setting.field: setting.read(environ[name]) for name, setting in TIERED_SETTINGS.items() if name in environ
     }
     if "durable" not in values:
@@ -457,15 +457,15 @@ def open_durable(url: str) -> Any:
     )
     try:
         pool.open(wait=True, timeout=POSTGRES_CONNECT_SECONDS)
-        saver = PostgresSaver(pool)  # type: ignore[arg-type]
-        saver.setup()
+        postgres_saver = PostgresSaver(pool)
+        postgres_saver.setup()
     except Exception as error:
         pool.close()
         shown = str(error).replace(url, _shown_url(url))
         raise ServingConfigError(
             f"{variable}: cannot reach {_shown_url(url)}: {type(error).__name__}: {shown}"
         ) from None
-    return saver
+    return postgres_saver
 
 
 # --- the one saver of the process ----------------------------------------------------------
