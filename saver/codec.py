@@ -6,6 +6,7 @@ deserializes fresh objects, so no caller ever holds an object the store keeps.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,7 @@ DELTA_COUNTERS_KEY = "counters_since_delta_snapshot"
 """Metadata key listing the DeltaChannels not snapshotted at a checkpoint."""
 
 _NO_DELTA_CHANNELS: frozenset[str] = frozenset()
+_PLAIN_SEQUENCES = frozenset((list, tuple, deque))  # what LangGraph passes as writes (a task's deque): no ABC check
 
 
 def encode_checkpoint(
@@ -116,7 +118,7 @@ def encode_writes(
     task_path: str,
 ) -> list[WriteRecord]:
     """Write records for ``put_writes``; special channels get their negative index."""
-    if isinstance(writes, (str, bytes)) or not isinstance(writes, Iterable):
+    if type(writes) not in _PLAIN_SEQUENCES and (isinstance(writes, (str, bytes)) or not isinstance(writes, Iterable)):
         raise ValueError(f"writes must be a sequence of (channel, value) pairs, got {type(writes).__name__}")
     records = []
     dumps = serde.dumps_typed
