@@ -248,7 +248,10 @@ RATIOS = [  # (what, numerator, denominator, operation, target)
 APART_RATIOS = [  # measured in processes of their own
     ("write-back turn / ours", "tiered-pg-back", "ours", "graph turn", 1.15),
     ("write-back turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "graph turn", 1.15),
+    ("write-back CPU per turn, flushes included / ours", "tiered-pg-back", "ours", "CPU per turn", None),
+    ("write-back CPU per turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "CPU per turn", None),
     ("write-back hot get_tuple / ours", "tiered-pg-back", "ours", "get_tuple", 1.2),
+    ("write-back hot get_tuple (SQLite tier) / ours", "tiered-sqlite-back", "ours", "get_tuple", 1.2),
 ]
 
 
@@ -269,7 +272,8 @@ def summarize(rounds: list[dict[tuple[str, str], float]], ratios: list[tuple[Any
 
 def table(summary: dict[str, Any]) -> str:
     names = list(dict.fromkeys(key.split(" | ")[0] for key in summary["medians"]))
-    operations_ = ["graph turn", "get_tuple", "list(limit=20)", "cold get_tuple"]
+    operations_ = ["graph turn", "get_tuple", "list(limit=20)", "cold get_tuple", "CPU per turn"]
+    operations_ = [operation for operation in operations_ if any(key.endswith(operation) for key in summary["medians"])]
     lines = ["| saver | " + " | ".join(operations_) + " |", "| --- |" + " --- |" * len(operations_)]
     for name in names:
         cells = []
@@ -324,7 +328,7 @@ def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: f
         turns: list[float] = []
         gets: list[float] = []
         lists: list[float] = []
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             began = time.perf_counter()
             subject.turn()
@@ -338,9 +342,10 @@ def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: f
             lists.append(time.perf_counter() - began)
             if pause:
                 time.sleep(pause)
-        counters = _counters(saver) if isinstance(saver, TieredSaver) else {}
+        counters = _counters(saver) if isinstance(saver, TieredSaver) else {}  # closing flushes the rest
         return {
             "graph turn": statistics.median(turns),
+            "CPU per turn": (time.process_time() - cpu) / len(turns),
             "get_tuple": statistics.median(gets),
             "list(limit=20)": statistics.median(lists),
             "turns": len(turns),
@@ -365,7 +370,7 @@ def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: i
             command += ["--reads", str(reads), "--pause", str(pause)] + (["--conninfo", conninfo] if conninfo else [])
             done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
             report = json.loads(done.stdout.strip().splitlines()[-1])
-            for operation in ("graph turn", "get_tuple", "list(limit=20)"):
+            for operation in ("graph turn", "CPU per turn", "get_tuple", "list(limit=20)"):
                 timings[(name, operation)] = report[operation]
             counters[name] = {**report["counters"], "turns": report["turns"]}
         results.append(timings)
