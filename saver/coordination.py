@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Hashable, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 __all__ = [
     "GATE_POLL_SECONDS",
@@ -37,6 +37,7 @@ __all__ = [
     "DeletedThreads",
     "Flight",
     "Flights",
+    "Joined",
     "ThreadDeletedError",
     "ThreadGates",
     "WriteMarks",
@@ -297,6 +298,13 @@ class Flight(Generic[Result]):
         return copy.deepcopy(await asyncio.wrap_future(self.future))
 
 
+class Joined(NamedTuple, Generic[Result]):
+    """A caller's place in a flight: the flight, and whether the caller leads it (reads) or follows (waits)."""
+
+    flight: Flight[Result]
+    leads: bool
+
+
 class Flights(Generic[Result]):
     """Durable reads in flight by key: the first caller of a key reads, later ones wait for it.
 
@@ -308,7 +316,7 @@ class Flights(Generic[Result]):
         self.lock = threading.Lock()
         self.flights: dict[Hashable, Flight[Result]] = {}
 
-    def join(self, key: Hashable, *, sync: bool) -> tuple[Flight[Result], bool]:
+    def join(self, key: Hashable, *, sync: bool) -> Joined[Result]:
         """The flight of ``key`` and whether the caller leads it (reads) or follows (waits).
 
         A sync caller on the leader's own OS thread leads a flight of its own
@@ -320,10 +328,10 @@ class Flights(Generic[Result]):
                 flight.waiters += 1
                 if flight.future is None:
                     flight.future = Future()
-                return flight, False
+                return Joined(flight, False)
             flight = Flight()
             self.flights.setdefault(key, flight)
-            return flight, True
+            return Joined(flight, True)
 
     def land(self, key: Hashable, flight: Flight[Result], result: Result) -> None:
         """The leader's read is done: its waiters get a copy of ``result``. Runtime complexity: O(1),

@@ -26,8 +26,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "SWEEP_FLOOR", "Residency", "ResidencyLedger"]
+__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "SWEEP_FLOOR", "Floor", "Residency", "ResidencyLedger"]
 
 COMPLETE = None
 """A floor meaning: every checkpoint of the namespace is hot (tested as ``floor is None``, which checkers narrow)."""
@@ -37,6 +38,14 @@ KNOWN_EMPTY_BOUND = 4_096
 
 SWEEP_FLOOR = 1_024
 """Entries of stored lives kept before the first sweep of those whose thread left memory."""
+
+
+class Floor(NamedTuple):
+    """What is known of one namespace: whether it is described at all, and its floor (``COMPLETE``: every
+    checkpoint of it is hot)."""
+
+    described: bool
+    floor: str | None
 
 
 @dataclass
@@ -60,11 +69,11 @@ class Residency:
     all_namespaces: bool = False
     stored: bool = True
 
-    def floor_of(self, namespace: str) -> tuple[bool, str | None]:
+    def floor_of(self, namespace: str) -> Floor:
         """Whether the namespace is described, and its floor. Runtime complexity: O(1)."""
         if namespace in self.floors:
-            return True, self.floors[namespace]
-        return self.all_namespaces, COMPLETE  # a namespace the thread does not have: complete, and empty
+            return Floor(True, self.floors[namespace])
+        return Floor(self.all_namespaces, COMPLETE)  # a namespace the thread does not have: complete, and empty
 
     def holds(self, namespace: str, checkpoint_id: str) -> bool:
         """Whether the hot tier holds the checkpoint if the durable tier does. Runtime complexity: O(1)."""

@@ -215,6 +215,17 @@ class _Counters:
     rejections: Counter[str] = field(default_factory=Counter)
 
 
+class _HotRead(NamedTuple):
+    """What the hot tier answered: the checkpoint's view, and whether its answer (a view, or none) is the
+    durable tier's too (else the durable tier must be read)."""
+
+    view: CheckpointView | None
+    known: bool
+
+
+_UNKNOWN = _HotRead(None, False)
+
+
 class _Admission(NamedTuple):
     """A durable read encoded for the hot tier: the checkpoint, its new values and its writes (by task)."""
 
@@ -938,9 +949,7 @@ class TieredSaver(
 
     # --- the hot tier: reads ----------------------------------------------------------------------------------
 
-    def _hot_get(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None, newest: Newest | None
-    ) -> tuple[CheckpointView | None, bool]:
+    def _hot_get(self, thread_id: str, namespace: str, checkpoint_id: str | None, newest: Newest | None) -> _HotRead:
         """The hot tier's view of the checkpoint, and whether its answer (a view, or None) is the durable tier's.
 
         With ``newest`` (the coherence check), a hot copy that is not the
@@ -951,24 +960,24 @@ class TieredSaver(
         with store.lock:
             if newest is not None:
                 if not self._coherent(thread_id, namespace, newest):
-                    return None, False
+                    return _UNKNOWN
                 view = store.get(thread_id, namespace, None)
                 shared.counters.hits += 1  # the hot copy is the durable tier's newest, or both have none
-                return view, True
+                return _HotRead(view, True)
             view = store.get(thread_id, namespace, checkpoint_id)
             if view is not None:
                 shared.counters.hits += 1
-                return view, True
+                return _HotRead(view, True)
             entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
             if entry is None or (checkpoint_id is not None and shared.coherence == "validate"):
-                return None, False
+                return _UNKNOWN
             if checkpoint_id is None:
                 known = namespace not in entry.floors and entry.all_namespaces
             else:
                 known = entry.holds(namespace, checkpoint_id)
             if known:
                 shared.counters.hits += 1
-            return None, known
+            return _HotRead(None, known)
 
     def _coherent(self, thread_id: str, namespace: str, newest: Newest) -> bool:
         """Whether the hot copy of the namespace is the durable tier's newest; a stale thread leaves memory.

@@ -27,7 +27,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .engine import CheckpointRecord, Payload, Version, WriteRecord
 
-__all__ = ["DirtyCheckpoint", "DirtyItem", "DirtyLedger", "DirtyWrites", "replay"]
+__all__ = ["DirtyCheckpoint", "DirtyItem", "DirtyLedger", "DirtyWrites", "Replay", "replay"]
 
 
 class DirtyCheckpoint(NamedTuple):
@@ -154,7 +154,14 @@ class DirtyLedger:
         return len(self.threads)
 
 
-def replay(item: DirtyItem, thread_id: str, serde: SerializerProtocol) -> tuple[str, tuple[Any, ...]]:
+class Replay(NamedTuple):
+    """A durable saver's method (``put`` or ``put_writes``) and the arguments that store an unflushed write."""
+
+    method: str
+    arguments: tuple[Any, ...]
+
+
+def replay(item: DirtyItem, thread_id: str, serde: SerializerProtocol) -> Replay:
     """The durable saver's method and arguments that store an unflushed write as it was first made.
 
     A checkpoint is put with every value it holds, its merged metadata, its
@@ -171,7 +178,7 @@ def replay(item: DirtyItem, thread_id: str, serde: SerializerProtocol) -> tuple[
         target: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": item.namespace}
         if record.parent_id is not None:
             target["checkpoint_id"] = record.parent_id
-        return "put", ({"configurable": target}, checkpoint, loads(record.metadata), dict(item.new_versions))
+        return Replay("put", ({"configurable": target}, checkpoint, loads(record.metadata), dict(item.new_versions)))
     located = {"thread_id": thread_id, "checkpoint_ns": item.namespace, "checkpoint_id": item.checkpoint_id}
     writes = [(write.channel, loads(write.value)) for write in item.writes]
-    return "put_writes", ({"configurable": located}, writes, item.task_id, item.task_path)
+    return Replay("put_writes", ({"configurable": located}, writes, item.task_id, item.task_path))
