@@ -1423,6 +1423,7 @@ class TieredSaver(
             raise
         self._shared.flights.land(key, flight, found)
         self._admit_read(thread_id, namespace, checkpoint_id, found, mark, empty)
+        self._deliver()  # what admitting it evicted
         return found
 
     async def _aread_through_tuple(
@@ -1448,6 +1449,7 @@ class TieredSaver(
             raise
         self._shared.flights.land(key, flight, found)
         self._admit_read(thread_id, namespace, checkpoint_id, found, mark, empty)
+        await self._adeliver()  # what admitting it evicted
         return found
 
     def _count_wait(self) -> None:
@@ -1590,6 +1592,7 @@ class TieredSaver(
             ),
         )
         self._admit_list(request, items, mark)
+        self._deliver()  # what admitting it evicted
         return items  # type: ignore[no-any-return]
 
     async def _aread_through_list(self, request: _ListRequest) -> builtins.list[CheckpointTuple]:
@@ -1602,6 +1605,7 @@ class TieredSaver(
             ),
         )
         self._admit_list(request, items, mark)
+        await self._adeliver()  # what admitting it evicted
         return items  # type: ignore[no-any-return]
 
     def _admit_list(self, request: _ListRequest, items: builtins.list[CheckpointTuple], mark: int) -> None:
