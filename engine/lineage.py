@@ -158,10 +158,6 @@ def plan_removal(space: Namespace, checkpoint_ids: Iterable[str], keep_blobs: Co
                 writes += 1
                 nbytes += write.nbytes
     gone = set(ids)
-    # the detached checkpoints' own versions (memory.held_copies): the removed ones', a survivor's whose parent goes
-    overhead += memory.held_copies(records) - memory.held_copies(
-        {checkpoint_id: record for checkpoint_id, record in records.items() if checkpoint_id not in gone}
-    )
     referenced = {key for cid, record in records.items() if cid not in gone for key in record.blob_keys()}
     blob_keys = [key for key in space.blobs if key not in referenced and key not in keep_blobs]
     if blob_keys:

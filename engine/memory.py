@@ -18,9 +18,9 @@ contents, kept incrementally beside the other totals by the write transactions
 * versions: a str or a number object (ints past the interpreter's shared small
   ones, floats) once per run of consecutive blob keys holding that very object,
   since LangGraph gives every channel a step updates one version object
-  (``blobs_overhead``); and the copies a checkpoint holds when its versions are
-  not its parent's objects, as the first checkpoint of each LangGraph turn,
-  whose versions were read back (``detached``, ``held_copies``);
+  (``blobs_overhead``); a checkpoint's versions are counted with its blobs, as
+  they are the same objects (a read hands back the stored ones:
+  ``saver.codec.decode_view``);
 * a blob's value containers; a task's id and path strings per run of its writes;
   a write index past the shared small ints; a run a thread holds.
 
@@ -67,10 +67,6 @@ __all__ = [
     "WRITE_SET",
     "blobs_overhead",
     "change",
-    "copies",
-    "copies_change",
-    "detached",
-    "held_copies",
     "last_version",
     "namespace_overhead",
     "namespace_text",
@@ -253,75 +249,6 @@ def number(version: object) -> int:
     return INT if type(version) is int and version not in SMALL_INTS else 0
 
 
-def detached(record: CheckpointRecord, parent: CheckpointRecord | None) -> bool:
-    """Whether a checkpoint holds copies of its parent's version objects, not the objects themselves: its
-    last version equal to its parent's but another object, the same number of channels. LangGraph's first
-    checkpoint of a turn is such: the turn starts from the latest checkpoint read back, whose versions are
-    new objects, and the checkpoints after it in the turn share them. ``parent`` is the checkpoint it
-    names, if that was stored before it (``held_copies``).
-
-    Runtime complexity: O(1).
-    """
-    if parent is None:
-        return False
-    versions, theirs = record.versions, parent.versions
-    if not len(versions) >> 1 or not theirs:
-        return False
-    last, their_last = versions[-1], theirs[-1]
-    return last is not their_last and last == their_last and len(theirs) == len(versions)
-
-
-def copies(record: CheckpointRecord) -> int:
-    """What a detached checkpoint's own version objects hold (``version_cost`` each; a ``str`` subclass
-    counts as text). Runtime complexity: O(channels).
-    """
-    versions = record.versions
-    return sum(
-        STR + len(version) if isinstance(version, str) else number(version)
-        for version in versions[len(versions) // 2 :]
-    )
-
-
-def held_copies(records: Mapping[str, CheckpointRecord]) -> int:
-    """The version objects the detached checkpoints among these hold (``detached``, ``copies``): each
-    against the parent it names, if stored before it (a namespace's records keep the order they were
-    stored in, so a new checkpoint is never the parent of one stored already).
-
-    Runtime complexity: O(len(records)), plus O(channels) per detached checkpoint.
-    """
-    total = 0
-    earlier: set[str] = set()
-    for checkpoint_id, record in records.items():
-        parent_id = record.parent_id
-        if parent_id in earlier and detached(record, records[parent_id]):
-            total += copies(record)
-        earlier.add(checkpoint_id)
-    return total
-
-
-def copies_change(
-    records: Mapping[str, CheckpointRecord], record: CheckpointRecord, pruning: Pruning | None, namespace: str
-) -> int:
-    """How ``held_copies`` of a namespace's checkpoints changes when ``record`` is stored there after
-    ``pruning``, beyond what the write transaction counts inline (the record's own ``copies`` if it is
-    ``detached`` from the parent it finds in ``records``): the rare puts, of a checkpoint replaced (it keeps
-    its place, and the checkpoints stored after it may name it), or with a pruning (it may take the parent).
-
-    Runtime complexity: O(len(records)), plus O(channels) per detached checkpoint.
-    """
-    parent_id = record.parent_id
-    inline = copies(record) if parent_id is not None and detached(record, records.get(parent_id)) else 0
-    removed: Collection[str] = ()
-    if pruning is not None:
-        if namespace in pruning.namespaces:
-            records = {}
-        removal = pruning.removals.get(namespace)
-        removed = set(removal.checkpoint_ids) if removal is not None else ()
-    before = {checkpoint_id: kept for checkpoint_id, kept in records.items() if checkpoint_id not in removed}
-    after = {**before, record.checkpoint_id: record}
-    return held_copies(after) - held_copies(before) - inline
-
-
 def record_overhead(record: CheckpointRecord) -> int:
     """Its id's text and its versions tuple's slots. Runtime complexity: O(1) for an ASCII id."""
     return text(record.checkpoint_id) + TUPLE_SLOT * len(record.versions)
@@ -391,7 +318,7 @@ def run_overhead(run_id: str) -> int:
 
 def namespace_overhead(space: Namespace) -> int:
     """Everything varying a namespace holds, recounted. Runtime complexity: O(size of the namespace)."""
-    overhead = sum(record_overhead(record) for record in space.records.values()) + held_copies(space.records)
+    overhead = sum(record_overhead(record) for record in space.records.values())
     overhead += blobs_overhead(space.blobs)
     return overhead + sum(write_set_overhead(stored) for stored in space.writes.values())
 

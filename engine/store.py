@@ -174,9 +174,7 @@ class Store(State):
         O(n log n) for the n checkpoints of the thread once per a tenth of the
         limit (``pruning.plan_rolling`` states the exact bound); the size of a
         namespace pruned whole (``pruning.plan_namespaces``); O(n) to recount
-        the thread's runs when a re-put changes a checkpoint's run; O(n) for the
-        n checkpoints of the namespace when a re-put or a pruning changes which
-        hold copies of their parent's versions (``memory.copies_change``).
+        the thread's runs when a re-put changes a checkpoint's run.
         """
         checkpoint_id, parent_id, _, checkpoint_data, _, metadata_data, versions, run_id, delta_channels = record
         limits = self.limits
@@ -222,10 +220,9 @@ class Store(State):
                     identifiers.refuse("checkpoint_id", checkpoint_id, limits)
                 if thread is not None and thread.checkpoints >= limits.max_checkpoints_per_thread:
                     plan = plan_rolling(thread, namespace, record, new_blobs, plan, limits)
-            parent = None if parent_id is None else records.get(parent_id)
             if (
-                parent is None
-                and parent_id is not None
+                parent_id is not None
+                and parent_id not in records
                 and (type(parent_id) is not str or not 0 < len(parent_id) <= max_length or not parent_id.isprintable())
             ):
                 identifiers.refuse("parent checkpoint_id", parent_id, limits)
@@ -235,17 +232,8 @@ class Store(State):
             overhead = _SLOT * len(versions) + (
                 (len(checkpoint_id) if checkpoint_id.isascii() else memory.text(checkpoint_id))  # memory.text, inline
                 if replaced is None
-                else memory.copies_change(records, record, None, namespace) - _SLOT * len(replaced.versions)
+                else -_SLOT * len(replaced.versions)
             )
-            if (  # memory.detached, inline: the first checkpoint of a LangGraph turn holds copies of its versions
-                parent is not None
-                and half
-                and (theirs := parent.versions)
-                and (last := versions[-1]) is not theirs[-1]
-                and last == theirs[-1]
-                and len(theirs) == len(versions)
-            ):
-                overhead += memory.copies(record)
             # the version objects of new keys (memory.blobs_overhead): each once per run of keys holding it
             last_version = (
                 next(reversed(blobs), _NO_KEY)[1] if plan is None else memory.last_version(blobs, plan, namespace)
@@ -301,11 +289,7 @@ class Store(State):
                 type(run_id) is not str or not 0 < len(run_id) <= max_length or not run_id.isprintable()
             ):
                 identifiers.refuse("metadata['run_id']", run_id, limits)
-            if plan is None:
-                net = growth
-            else:  # what the pruning changes of the detached checkpoints kept (memory.copies_change)
-                net = growth - plan.freed.nbytes
-                overhead += memory.copies_change(records, record, plan, namespace)
+            net = growth if plan is None else growth - plan.freed.nbytes
             if (
                 self.nbytes + net > limits.max_total_bytes
                 or (thread is None and len(threads) >= limits.max_threads)

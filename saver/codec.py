@@ -180,6 +180,11 @@ def decode_view(
     loads = serde.loads_typed
     checkpoint = loads((record.checkpoint_type, record.checkpoint_data))
     checkpoint["channel_values"] = {channel: loads(payload) for channel, payload in channel_values.items()}
+    # The stored version objects (immutable: sharing them hands out nothing a caller could change), so that the
+    # checkpoints a graph writes from this one hold the same objects, not copies (engine.memory counts them once).
+    versions = record.versions
+    half = len(versions) >> 1
+    checkpoint["channel_versions"] = dict(zip(versions[:half], versions[half:], strict=True))
     parent_id = record.parent_id
     pending = []
     for write in writes:
