@@ -9,7 +9,7 @@ SERVER_STAMP := $(SERVER_VENV)/.installed
 PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
 	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$candidate; break; }; done)
 
-.PHONY: install install-server demo test lint typecheck soak bench bench-full bench-instructions bench-memory limits overload clean
+.PHONY: install install-server demo test lint typecheck soak bench bench-full bench-instructions bench-memory bench-tiered limits overload clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 # The project's venv (Python 3.11+). Only the fastapi-langgraph-server test needs the 3.12 venv, so only `make test` builds it.
@@ -82,6 +82,10 @@ limits: install
 # Concurrent runs against a full store, with and without eviction_grace_seconds (about a minute).
 overload: install
 	$(BIN)/python benchmarks/overload.py
+
+# TieredSaver over a throwaway PostgreSQL 15 and SQLite files, against the savers alone (about five minutes).
+bench-tiered: install
+	$(BIN)/python benchmarks/tiered.py
 
 # CPU instructions per operation, counted by valgrind (not in CI: about 10 minutes; needs valgrind).
 bench-instructions: install

@@ -32,7 +32,7 @@ __all__ = [
     "main",
 ]
 
-EXAMPLE_FILES = ("graph.py", "langgraph.json", "fastapi_app.py")
+EXAMPLE_FILES = ("graph.py", "langgraph.json", "langgraph.tiered.json", "fastapi_app.py")
 """The serving recipes, as installed in ``langgraph.checkpoint.bounded.examples/serving``."""
 
 _THREAD_COLUMN = 40
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         help="verify the signature with the snapshot_key held in environment variable VAR (never pass a key itself)",
     )
     examples_command = commands.add_parser(
-        "examples", help="copy the serving recipes (langgraph.json, graph.py, fastapi_app.py) into a folder"
+        "examples", help=f"copy the serving recipes ({', '.join(EXAMPLE_FILES)}) into a folder"
     )
     examples_command.add_argument("folder")
     arguments = parser.parse_args(argv)

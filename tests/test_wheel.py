@@ -114,6 +114,7 @@ def test_the_command_is_installed(venv: Path, tmp_path: Path) -> None:
         "fastapi_app.py",
         "graph.py",
         "langgraph.json",
+        "langgraph.tiered.json",
     ]
 
 
