@@ -123,7 +123,7 @@ async def test_every_capability_over_sqlite(sqlite_file: Path, write: str, side:
 
 @pytest.fixture(scope="module")
 def postgres_conninfo() -> Iterator[str]:
-    for cluster in running_cluster():
+    for cluster in running_cluster("the tiered conformance run over PostgreSQL"):
         yield set_up(cluster.conninfo)
 
 

@@ -122,7 +122,7 @@ def test_kill_9_over_sqlite_loses_nothing_acknowledged_or_flushed(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster():
+    for running in running_cluster("the tiered kill -9 test over PostgreSQL"):
         set_up(running.conninfo)
         yield running
 

@@ -38,7 +38,7 @@ SMALL = InMemoryCheckpointConfig(max_threads=2)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster():
+    for running in running_cluster("the tiered PostgreSQL tests"):
         set_up(running.conninfo)
         yield running
 

@@ -80,20 +80,15 @@ def postgres_saver():
     from psycopg import Connection
     from psycopg.rows import dict_row
 
-    from tests.postgres_server import ServerUnavailable, postgres_server
+    from tests.postgres_server import running_cluster
 
-    try:
-        server = postgres_server()
-        conninfo = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"NO POSTGRESQL SERVER COULD BE STARTED, the PostgresSaver test did not run: {error}")
-    try:
-        with Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row) as connection:
+    for cluster in running_cluster("the PostgresSaver transfer test"):
+        with Connection.connect(
+            cluster.conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as connection:
             saver = PostgresSaver(connection)
             saver.setup()
             yield saver
-    finally:
-        server.__exit__(None, None, None)
 
 
 def test_threads_move_to_postgres_and_back_and_resume(postgres_saver) -> None:
