@@ -40,7 +40,7 @@ from .eviction import (
     refuse_writes_of_refused,
 )
 from .export import ThreadExport
-from .hooks import DropHook
+from .hooks import Announcements, DropHook
 from .limits import StoreLimits
 from .namespace import EMPTY_NAMESPACE, Namespace
 from .pruning import admit_location, plan_rolling
@@ -578,6 +578,34 @@ class Store(State):
         with self.lock:
             return self.tombstones.records.get(thread_id)
 
+    def threads_holding(self, run_ids: Iterable[str]) -> set[str]:
+        """The ids of the stored threads holding checkpoints these runs created (the run index).
+
+        Expires nothing and marks no thread as used. Runtime complexity: O(r + t) for r run ids and the t
+        thread ids found.
+        """
+        with self.lock:
+            holders: set[str] = set()
+            for run_id in run_ids:
+                found = self.runs.get(run_id)
+                if found:
+                    holders |= found
+            return holders
+
+    def pruned_count(self) -> int:
+        """Checkpoints and namespaces the limits have pruned so far (rolling history, namespace limits).
+
+        The count moves whenever a write prunes its own thread, so a caller that
+        reads it before and after a write learns whether the write pruned.
+        Runtime complexity: O(1).
+        """
+        lock = self.lock
+        lock.acquire()  # not `with`: half the cost, on the path of every write of a tier built on the store
+        try:
+            return self.pruned_checkpoints + self.pruned_namespaces
+        finally:
+            lock.release()
+
     def stats(self) -> StoreStats:
         """Counters of the store (``State.stats``). Runtime complexity: O(L) for L limits that rejected something."""
         with self.lock:
@@ -699,6 +727,43 @@ class Store(State):
             return moves.snapshot(self, now), now
 
     # --- dropped threads ---------------------------------------------------------------------------------
+
+    def forget_tombstone(self, thread_id: str) -> None:
+        """Forget the tombstone of a thread evicted or expired, if one is remembered.
+
+        Its later writes are then taken as a new thread's: none is refused as
+        continuing the dropped thread, and none is parked waiting for a put.
+        Runtime complexity: O(1).
+        """
+        lock = self.lock
+        lock.acquire()  # not `with`: half the cost, on the path of every write of a tier built on the store
+        try:
+            tombstones = self.tombstones
+            if tombstones.records and thread_id in tombstones.records:
+                tombstones.forget(thread_id)
+        finally:
+            lock.release()
+
+    def forget_refusal(self, checkpoint_id: str) -> None:
+        """Forget that a checkpoint's put was refused, if it was: its later pending writes are no longer
+        refused under the limit that refused it. Runtime complexity: O(1).
+        """
+        with self.lock:
+            self.refusals.forget(checkpoint_id)
+
+    def pending_drops(self) -> Announcements | None:
+        """The queue of dropped threads waiting for ``on_drop``, when one waits; else None.
+
+        The caller hands it over once the lock is released (``Announcements.deliver``,
+        or the saver's async-aware delivery), as ``announce`` does. Runtime complexity: O(1).
+        """
+        lock = self.lock
+        lock.acquire()  # not `with`: half the cost, after every operation of a tier built on the store
+        try:
+            announcements = self.announcements
+            return announcements if announcements.queue else None
+        finally:
+            lock.release()
 
     def announce(self) -> None:
         """Hand the threads dropped so far to ``on_drop``, in drop order (``Announcements.deliver``).

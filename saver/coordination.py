@@ -1,6 +1,7 @@
 """How the tiered saver's callers keep out of each other's way, one thread id at a time.
 
-Four small pieces, each with one invariant, used by ``saver.tiered``:
+Four small pieces, each with one invariant, used by ``TieredSaver`` (``saver.tiered``
+and its ``tiered_*`` modules):
 
 * ``DeletedThreads``: tombstones of deleted threads, so that a late write (of a
   run that was still going when its thread was deleted) never brings it back;

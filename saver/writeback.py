@@ -150,6 +150,20 @@ class DirtyLedger:
             ids = [item.record.checkpoint_id for item in items if isinstance(item, DirtyCheckpoint)]
         return max(ids, default=None)
 
+    def check(self) -> None:
+        """Assert the invariant's accounting: each thread's bytes, and the total. Runtime complexity: O(items).
+
+        Raises:
+            AssertionError: Naming the first drift found.
+        """
+        with self.lock:
+            for thread_id, items in self.threads.items():
+                kept = self.thread_bytes[thread_id]
+                if kept != sum(item.nbytes for item in items) or not items:
+                    raise AssertionError(f"dirty bytes of {thread_id!r} drift")
+            if self.nbytes != sum(self.thread_bytes.values()):
+                raise AssertionError("dirty bytes drift")
+
     def __len__(self) -> int:
         return len(self.threads)
 

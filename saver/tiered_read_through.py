@@ -1,0 +1,389 @@
+"""``TieredSaver``'s misses: one durable read per key, and admission of what it read into the hot tier.
+
+A read the hot tier cannot answer (``tiered_reads``) comes here. The thread's
+unflushed writes are flushed first (write-back), so the durable tier has them.
+Concurrent misses on one key make one durable read (``flown``, over
+``coordination.Flights``); the others wait for it. What the read found is
+admitted into the hot tier before its reader gets it, and only when nothing
+touched the thread since the read began (``coordination.WriteMarks``):
+
+* ``get_tuple`` of a namespace's latest starts a new resident suffix, an older
+  checkpoint joins a suffix already hot (``admit``);
+* ``list()`` of one namespace admits the newest checkpoints, or older ones
+  continuing the hot suffix; an exhausted list makes the namespace wholly hot
+  (``admit_list``);
+* a thread the durable tier holds nothing of is remembered as such.
+
+Admission stores through the engine like any write; a refusal leaves the
+thread out of memory, never half there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, NamedTuple, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointTuple, PendingWrite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import codec
+from .engine import Blob, CheckpointCapacityError, CheckpointRecord, WriteRecord
+from .engine.records import BlobKey
+from .locations import checkpoint_id_of, configurable
+from .residency import COMPLETE
+from .tiered_flush import adeliver, aflush_thread, deliver, flush_thread
+from .tiered_reads import ListRequest
+from .tiered_state import Shared, Tiers, alive, sweep
+
+__all__ = [
+    "Admission",
+    "aflown",
+    "aread_list",
+    "aread_tuple",
+    "flown",
+    "read_list",
+    "read_tuple",
+]
+
+
+class Admission(NamedTuple):
+    """A durable read encoded for the hot tier: the checkpoint, its new values and its writes (by task)."""
+
+    record: CheckpointRecord
+    blobs: dict[BlobKey, Blob]
+    writes: list[list[WriteRecord]]
+
+
+# --- one durable read per key ------------------------------------------------------------------------------------
+
+
+def read_tuple(
+    tiers: Tiers, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None
+) -> CheckpointTuple | None:
+    """A ``get_tuple`` the hot tier could not answer: read once from the durable tier, admitted, returned.
+
+    Runtime complexity: the thread's flush (write-back), the durable saver's
+    ``get_tuple`` (and a ``list`` of one when it found nothing of a root
+    namespace's latest), plus encoding what is admitted.
+    """
+    shared = tiers.shared
+    flush_thread(tiers, thread_id)
+    key = ("tuple", thread_id, namespace, checkpoint_id)
+    flight, leads = shared.flights.join(key, sync=True)
+    if not leads:
+        _count_wait(shared)
+        return flight.wait()  # type: ignore[no-any-return]
+    try:
+        mark = shared.marks.read(thread_id)
+        found = tiers.durable.get_tuple(config)
+        empty = (
+            found is None
+            and checkpoint_id is None
+            and namespace == ""
+            and not tiers.durable.list({"configurable": {"thread_id": thread_id}}, limit=1)
+        )
+    except BaseException as error:
+        shared.flights.fail(key, flight, error)
+        raise
+    shared.flights.land(key, flight, found)
+    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty)
+    deliver(tiers)  # what admitting it evicted
+    return found
+
+
+async def aread_tuple(
+    tiers: Tiers, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None
+) -> CheckpointTuple | None:
+    """Async ``read_tuple``: the durable tier's async side. Runtime complexity: that of
+    ``read_tuple``."""
+    shared = tiers.shared
+    await aflush_thread(tiers, thread_id)
+    key = ("tuple", thread_id, namespace, checkpoint_id)
+    flight, leads = shared.flights.join(key, sync=False)
+    if not leads:
+        _count_wait(shared)
+        return await flight.await_()  # type: ignore[no-any-return]
+    try:
+        mark = shared.marks.read(thread_id)
+        found = await tiers.durable.aget_tuple(config)
+        empty = (
+            found is None
+            and checkpoint_id is None
+            and namespace == ""
+            and not await tiers.durable.alist({"configurable": {"thread_id": thread_id}}, limit=1)
+        )
+    except BaseException as error:
+        shared.flights.fail(key, flight, error)
+        raise
+    shared.flights.land(key, flight, found)
+    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty)
+    await adeliver(tiers)  # what admitting it evicted
+    return found
+
+
+def flown(shared: Shared, key: Hashable, read: Callable[[], Any]) -> Any:
+    """``read()`` once for every caller asking ``key`` at the same time (single flight), counted as a miss.
+
+    Runtime complexity: one ``read()`` for all the callers; the others wait for it.
+    """
+    flights = shared.flights
+    flight, leads = flights.join(key, sync=True)
+    if not leads:
+        _count_wait(shared)
+        return flight.wait()
+    try:
+        result = read()
+    except BaseException as error:
+        flights.fail(key, flight, error)
+        raise
+    _count_miss(shared)
+    flights.land(key, flight, result)
+    return result
+
+
+async def aflown(shared: Shared, key: Hashable, read: Callable[[], Awaitable[Any]]) -> Any:
+    """Async ``flown``: the waiters await the one read. Runtime complexity: one ``read()`` for all the callers."""
+    flights = shared.flights
+    flight, leads = flights.join(key, sync=False)
+    if not leads:
+        _count_wait(shared)
+        return await flight.await_()
+    try:
+        result = await read()
+    except BaseException as error:
+        flights.fail(key, flight, error)
+        raise
+    _count_miss(shared)
+    flights.land(key, flight, result)
+    return result
+
+
+def _count_wait(shared: Shared) -> None:
+    """Count a caller that waited for another caller's read. Runtime complexity: O(1)."""
+    with shared.hot.store.lock:
+        shared.counters.flight_waits += 1
+
+
+def _count_miss(shared: Shared) -> None:
+    """Count a read of the durable tier. Runtime complexity: O(1)."""
+    with shared.hot.store.lock:
+        shared.counters.misses += 1
+
+
+# --- admitting a checkpoint --------------------------------------------------------------------------------------
+
+
+def _admit_read(
+    tiers: Tiers,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str | None,
+    found: CheckpointTuple | None,
+    mark: int,
+    empty: bool,
+) -> None:
+    """Admit what a read-through found, before its reader gets it (the reader may change what it got).
+
+    Runtime complexity: O(size of what it found) to encode, plus that of ``_admit``.
+    """
+    admission = None
+    if found is not None:
+        with contextlib.suppress(TypeError, ValueError):  # a value this serializer cannot write: not admitted
+            admission = _encode_read(tiers.serde, found)
+    _admit(tiers.shared, thread_id, namespace, checkpoint_id, found is not None, admission, mark, empty)
+
+
+def _admit(
+    shared: Shared,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str | None,
+    found: bool,
+    admission: Admission | None,
+    mark: int,
+    empty: bool,
+) -> None:
+    """Bring what a read-through found into the hot tier, if nothing touched the thread since the read
+    began: the namespace's latest (a new suffix), or an older checkpoint beside a suffix already hot.
+    A thread the durable tier holds nothing of is remembered as such.
+
+    Runtime complexity: that of ``_store_admitted``.
+    """
+    store = shared.hot.store
+    with store.lock:
+        shared.counters.misses += 1
+        if not found:
+            if empty and shared.marks.read(thread_id) == mark and store.last_used(thread_id) is None:
+                shared.residency.known_empty(thread_id)
+            return
+        if admission is None or shared.marks.read(thread_id) != mark:
+            return
+        was_alive = alive(store, thread_id)
+        entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
+        if checkpoint_id is not None:
+            if not was_alive or entry is None or namespace not in entry.floors:
+                return  # not beside the namespace's latest: the hot latest must stay the durable latest
+        elif was_alive and entry is not None and namespace in entry.floors:
+            return
+        if not _store_admitted(shared, thread_id, namespace, admission):
+            return
+        shared.counters.admissions += 1
+        if checkpoint_id is None:
+            if not was_alive:
+                shared.residency.forget(thread_id)  # found in the durable tier: not empty after all
+                shared.residency.came_to_memory(thread_id, namespace, admission.record.checkpoint_id)
+                sweep(shared)
+            else:
+                shared.residency.stored_namespace(thread_id, namespace, admission.record.checkpoint_id)
+
+
+def _store_admitted(shared: Shared, thread_id: str, namespace: str, admission: Admission) -> bool:
+    """Store an admitted checkpoint and its writes (lock held); on a refusal the thread leaves memory
+    (it could hold the checkpoint without its writes) unless it has unflushed writes.
+
+    Runtime complexity: that of ``Store.put_checkpoint`` and of ``Store.put_writes`` per task.
+    """
+    store = shared.hot.store
+    store.forget_tombstone(thread_id)
+    churn = store.pruned_count()
+    try:
+        store.put_checkpoint(thread_id, namespace, admission.record, admission.blobs, None)
+        for task_writes in admission.writes:
+            store.put_writes(thread_id, namespace, admission.record.checkpoint_id, task_writes, None)
+    except (CheckpointCapacityError, ValueError):
+        store.forget_refusal(admission.record.checkpoint_id)
+        if not shared.dirty.is_dirty(thread_id):
+            store.delete_thread(thread_id)
+        shared.residency.forget(thread_id)
+        return False
+    if store.pruned_count() != churn:
+        shared.residency.forget(thread_id)
+    return True
+
+
+def _encode_read(serde: SerializerProtocol, found: CheckpointTuple) -> Admission:
+    """A durable read as hot records: its checkpoint with every value it holds, its writes by task, each
+    task given a path that keeps the durable tier's order of writes (the API does not return task paths).
+
+    Raises:
+        TypeError, ValueError: A value this serializer cannot write.
+
+    Runtime complexity: O(size of the checkpoint and its writes) to serialize.
+    """
+    checkpoint: dict[str, Any] = dict(found.checkpoint)
+    versions = checkpoint.get("channel_versions", {})
+    values = checkpoint.get("channel_values", {})
+    new_versions = {channel: versions[channel] for channel in values if channel in versions}
+    parent_id = checkpoint_id_of(configurable(found.parent_config)) if found.parent_config else None
+    record, blobs = codec.encode_checkpoint(
+        serde, found.config, cast(Checkpoint, checkpoint), found.metadata, new_versions, parent_id
+    )
+    return Admission(record, blobs, _admitted_writes(serde, found.pending_writes or []))
+
+
+def _admitted_writes(serde: SerializerProtocol, pending: Sequence[PendingWrite]) -> list[list[WriteRecord]]:
+    """A read's pending writes as hot records, one batch per task: each task gets the index of each of its
+    writes back (its position among the task's regular writes, or a special channel's fixed one) and a
+    path that sorts as the durable tier returned them (the API returns no task path).
+
+    Runtime complexity: O(k^2) for a task of k writes (each position is counted among the task's writes so
+    far), plus serializing them.
+    """
+    tasks: dict[str, list[WriteRecord]] = {}
+    paths: dict[str, str] = {}
+    for task_id, channel, value in pending:
+        batch = tasks.get(task_id)
+        if batch is None:
+            batch = tasks[task_id] = []
+            paths[task_id] = f"~{len(paths):06d}"
+        position = sum(1 for write in batch if write.idx >= 0)
+        idx = WRITES_IDX_MAP.get(channel, position)
+        batch.append(WriteRecord.of(task_id, idx, channel, serde.dumps_typed(value), paths[task_id]))
+    return list(tasks.values())
+
+
+# --- admitting a listed suffix -----------------------------------------------------------------------------------
+
+
+def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
+    """A ``list()`` the hot tier could not answer: read once from the durable tier, admitted, returned.
+
+    Runtime complexity: the thread's flush (write-back), the durable saver's ``list``, plus encoding what
+    is admitted.
+    """
+    flush_thread(tiers, request.thread_id)
+    mark = tiers.shared.marks.read(request.thread_id)
+    items = flown(
+        tiers.shared,
+        _list_key(request),
+        lambda: tiers.durable.list(request.config, filter=request.filter, before=request.before, limit=request.limit),
+    )
+    _admit_list(tiers, request, items, mark)
+    deliver(tiers)  # what admitting it evicted
+    return items  # type: ignore[no-any-return]
+
+
+async def aread_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
+    """Async ``read_list``: the durable tier's async side. Runtime complexity: that of
+    ``read_list``."""
+    await aflush_thread(tiers, request.thread_id)
+    mark = tiers.shared.marks.read(request.thread_id)
+    items = await aflown(
+        tiers.shared,
+        _list_key(request),
+        lambda: tiers.durable.alist(request.config, filter=request.filter, before=request.before, limit=request.limit),
+    )
+    _admit_list(tiers, request, items, mark)
+    await adeliver(tiers)  # what admitting it evicted
+    return items  # type: ignore[no-any-return]
+
+
+def _admit_list(tiers: Tiers, request: ListRequest, items: list[CheckpointTuple], mark: int) -> None:
+    """Admit a listed suffix of one namespace (no filter, no checkpoint id): the newest ones, or older
+    ones continuing the suffix already hot; when the list was exhausted the namespace is wholly hot.
+
+    Runtime complexity: O(size of the items) to encode, plus storing those admitted.
+    """
+    namespace = request.namespace
+    if namespace is None or request.filter or request.checkpoint_id is not None or not items:
+        return
+    exhausted = request.limit is None or len(items) < request.limit
+    try:
+        admissions = [_encode_read(tiers.serde, item) for item in reversed(items)]
+    except (TypeError, ValueError):
+        return
+    shared = tiers.shared
+    store = shared.hot.store
+    thread_id = request.thread_id
+    with store.lock:
+        if shared.marks.read(thread_id) != mark:
+            return
+        was_alive = alive(store, thread_id)
+        entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
+        current = entry.floors.get(namespace, COMPLETE) if entry is not None and was_alive else None
+        has_suffix = entry is not None and was_alive and namespace in entry.floors
+        if request.before_id is not None and not (has_suffix and (current is None or request.before_id >= current)):
+            return  # a page below the hot suffix, with a gap: served, not admitted
+        lowest = admissions[0].record.checkpoint_id
+        for admission in admissions:
+            if has_suffix and (current is None or admission.record.checkpoint_id >= current):
+                continue  # already hot
+            if not _store_admitted(shared, thread_id, namespace, admission):
+                return
+            shared.counters.admissions += 1
+        floor = COMPLETE if exhausted else lowest
+        if not was_alive:
+            shared.residency.forget(thread_id)
+            shared.residency.came_to_memory(thread_id, namespace, floor)
+        elif shared.residency.lookup(thread_id, True) is not None:
+            shared.residency.lower_floor(thread_id, namespace, floor)
+
+
+def _list_key(request: ListRequest) -> Hashable:
+    """The single-flight key of a ``list()`` call: everything that shapes its answer. Runtime complexity:
+    O(f log f) for a filter of f keys."""
+    shown = None if request.filter is None else repr(sorted(request.filter.items()))
+    located = (request.thread_id, request.namespace, request.checkpoint_id)
+    return ("list", *located, request.before_id, request.limit, shown)

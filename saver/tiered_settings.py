@@ -1,0 +1,107 @@
+"""What a ``TieredSaver`` is set up with: its modes, their defaults, the constants its paths use, and the
+checks of its arguments.
+
+Nothing here holds state: the modes and bounds are plain values, and
+``check_arguments`` refuses a bad setting with a ``ValueError`` that names it
+before anything is built.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from .config import InMemoryCheckpointConfig
+from .engine import MIB
+
+__all__ = [
+    "COHERENCE_MODES",
+    "DEFAULT_FLUSH_INTERVAL_SECONDS",
+    "DEFAULT_MAX_DIRTY_BYTES",
+    "DIRTY_ROOM_ATTEMPTS",
+    "PER_ITEM_LIMITS",
+    "TTL_MARGIN_SECONDS",
+    "WRITE_MODES",
+    "Coherence",
+    "WriteMode",
+    "check_arguments",
+]
+
+WriteMode = Literal["through", "back"]
+Coherence = Literal["sticky", "validate"]
+WRITE_MODES: tuple[WriteMode, ...] = ("through", "back")
+COHERENCE_MODES: tuple[Coherence, ...] = ("sticky", "validate")
+
+DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
+"""Seconds between write-back's periodic flushes: what a crash may lose, at most."""
+
+DEFAULT_MAX_DIRTY_BYTES = 16 * MIB
+"""Bytes of unflushed writes write-back holds before a write must flush first."""
+
+PER_ITEM_LIMITS = frozenset({"max_checkpoint_bytes", "max_pending_write_bytes"})
+"""Limits about one write alone: they refuse it. Every other limit only decides what stays in memory."""
+
+DIRTY_ROOM_ATTEMPTS = 3
+"""Flushes a write-back write tries to make room with before it is written through instead."""
+
+TTL_MARGIN_SECONDS = 1.0
+"""A hot thread this close to its idle TTL is treated as leaving: the write may expire it and start it anew."""
+
+
+def check_arguments(
+    durable: object,
+    config: object,
+    write: object,
+    coherence: object,
+    flush_interval_seconds: object,
+    max_dirty_bytes: object,
+) -> InMemoryCheckpointConfig:
+    """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config.
+
+    Raises:
+        ValueError: A setting is invalid, naming it (the first one found).
+
+    Runtime complexity: O(1).
+    """
+    if not isinstance(durable, BaseCheckpointSaver):
+        raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(durable).__name__}")
+    checked = _checked_config(config)
+    if write not in WRITE_MODES:
+        raise ValueError(f"write must be one of {WRITE_MODES}, got {write!r}")
+    if coherence not in COHERENCE_MODES:
+        raise ValueError(f"coherence must be one of {COHERENCE_MODES}, got {coherence!r}")
+    if coherence == "validate" and write == "back":
+        raise ValueError(
+            "coherence='validate' needs write='through': with write='back' another process cannot see this "
+            "one's unflushed writes, so no check can make its reads coherent"
+        )
+    _check_positive("flush_interval_seconds", flush_interval_seconds)
+    _check_positive("max_dirty_bytes", max_dirty_bytes)
+    return checked
+
+
+def _checked_config(config: object) -> InMemoryCheckpointConfig:
+    """The config (the defaults for None), refused when it asks for what a tier over a durable saver must not
+    do. Runtime complexity: O(1)."""
+    if config is None:
+        return InMemoryCheckpointConfig()
+    if not isinstance(config, InMemoryCheckpointConfig):
+        raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+    if config.on_evict is not None:
+        raise ValueError(
+            "config.on_evict must be unset for a TieredSaver: a thread leaving memory is not lost, it stays in the "
+            "durable tier"
+        )
+    if config.autosave_path is not None:
+        raise ValueError(
+            "config.autosave_path must be unset for a TieredSaver: the durable tier is what persists, not snapshots"
+        )
+    return config
+
+
+def _check_positive(name: str, value: object) -> None:
+    """Refuse anything but a positive number (``math.inf`` included). Runtime complexity: O(1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not value > 0:
+        raise ValueError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")

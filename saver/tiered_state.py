@@ -1,0 +1,162 @@
+"""The state a ``TieredSaver`` and its ``with_allowlist()`` copies share, and each copy's handle on it.
+
+``Shared`` holds every piece of mutable state (the hot tier, the ledgers, the
+counters, the background job), so that ``with_allowlist()``'s shallow copies
+share it, as LangGraph requires. ``Tiers`` is one saver object's handle: the
+shared state with that object's own durable tier and serializer (a copy's
+allowlist differs). The paths of the tiered saver (``tiered_reads``,
+``tiered_read_through``, ``tiered_writes``, ``tiered_flush``,
+``tiered_removal``) are plain functions of a ``Tiers``, or of a ``Shared``
+where they need nothing else.
+
+``read_stats`` reads the counters for ``stats()``; the helpers at the bottom read
+the hot store for those paths, with its lock held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .background import JobHealth, Periodic
+from .config import InMemoryCheckpointConfig
+from .coordination import DeletedThreads, Flights, ThreadGates, WriteMarks
+from .durable import DurableHealth, DurableTier
+from .engine import DroppedThread, Store, ThreadExport
+from .residency import ResidencyLedger
+from .saver import BoundedInMemorySaver
+from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, WriteMode
+from .tiered_stats import Counters, TieredStats
+from .writeback import DirtyLedger
+
+__all__ = ["Shared", "Tiers", "alive", "count_rejection", "read_stats", "sweep"]
+
+
+class Shared:
+    """Every piece of state a ``TieredSaver`` and its ``with_allowlist()`` copies share.
+
+    Invariant: the hot store's lock guards ``residency``, ``marks`` and
+    ``counters``; ``dirty`` guards itself; ``spill_requests`` is guarded by the
+    hot store's lock too.
+    """
+
+    hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
+
+    def __init__(self, write: WriteMode, coherence: Coherence, max_dirty_bytes: float, capacity: float) -> None:
+        self.write: WriteMode = write
+        self.coherence: Coherence = coherence
+        self.max_dirty_bytes = max_dirty_bytes
+        self.residency = ResidencyLedger()
+        self.dirty = DirtyLedger()
+        self.marks = WriteMarks()
+        self.gates = ThreadGates()
+        self.flights: Flights[Any] = Flights()
+        self.deleted = DeletedThreads(capacity)
+        self.health = DurableHealth()
+        self.counters = Counters()
+        self.spill_requests: set[str] = set()
+        self.background: list[Periodic[Tiers]] = []
+        self.flush_health = JobHealth()
+
+    def on_hot_drop(self, dropped: DroppedThread, export: ThreadExport) -> None:
+        """The hot tier evicted or expired a thread: forget what we knew of its copy and its tombstone
+        (it is still durable: not a loss), and have its unflushed writes flushed now (write-back).
+
+        Runtime complexity: O(1).
+        """
+        store = self.hot.store
+        thread_id = dropped.thread_id
+        with store.lock:
+            if store.last_used(thread_id) is None:
+                self.residency.forget_stored(thread_id)
+                store.forget_tombstone(thread_id)
+            if self.write == "back" and self.dirty.is_dirty(thread_id):
+                self.spill_requests.add(thread_id)
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """One saver object's handle on the two tiers (a dataclass, not a tuple: the periodic flush holds it weakly).
+
+    Attributes:
+        shared: The state every copy of the saver shares.
+        durable: This object's durable tier (its serializer's allowlist is this object's).
+        serde: This object's serializer.
+        config: The limits the saver was given (the per-item checks and the async offload threshold).
+    """
+
+    shared: Shared
+    durable: DurableTier
+    serde: SerializerProtocol
+    config: InMemoryCheckpointConfig
+
+
+def read_stats(shared: Shared) -> TieredStats:
+    """The hot tier's counters and the tiered saver's own, the latter read in one hold of the hot store's lock.
+
+    Runtime complexity: O(1) (plus one entry per limit that rejected something).
+    """
+    counters, health, dirty = shared.counters, shared.health, shared.dirty
+    hot = shared.hot.stats()
+    with shared.hot.store.lock:
+        return TieredStats(
+            hot=hot,
+            write=shared.write,
+            coherence=shared.coherence,
+            hits=counters.hits,
+            misses=counters.misses,
+            flight_waits=counters.flight_waits,
+            admissions=counters.admissions,
+            left_out=counters.left_out,
+            dirty_threads=len(dirty),
+            dirty_bytes=dirty.nbytes,
+            max_dirty_bytes=shared.max_dirty_bytes,
+            flushes=counters.flushes,
+            flushed_writes=counters.flushed_writes,
+            flush_seconds=counters.flush_seconds,
+            flush_failures=counters.flush_failures,
+            spills=counters.spills,
+            spill_seconds=counters.spill_seconds,
+            durable_calls=health.calls,
+            durable_errors=health.errors,
+            last_durable_error=health.last_error,
+            validations=counters.validations,
+            stale=counters.stale,
+            validation_seconds=counters.validation_seconds,
+            deleted_thread_records=len(shared.deleted),
+            rejections=dict(counters.rejections),
+        )
+
+
+# --- reading the hot store (lock held) ------------------------------------------------------------------------
+
+
+def alive(store: Store, thread_id: str) -> bool:
+    """Whether the thread is stored and not about to expire in the next operation (lock held).
+
+    Runtime complexity: O(1).
+    """
+    last_used = store.last_used(thread_id)
+    if last_used is None:
+        return False
+    return store.clock() - last_used < store.limits.idle_ttl_seconds - TTL_MARGIN_SECONDS
+
+
+def sweep(shared: Shared) -> None:
+    """Forget, now and then, what we knew of threads that left memory (lock held).
+
+    Runtime complexity: amortized O(1) (``ResidencyLedger.sweep_if_due``).
+    """
+    store = shared.hot.store
+    shared.residency.sweep_if_due(lambda thread_id: store.last_used(thread_id) is not None)
+
+
+def count_rejection(shared: Shared, limit: str) -> None:
+    """Count a write refused before the durable write, under the limit (or ``deleted_thread``) that refused it.
+
+    Runtime complexity: O(1).
+    """
+    with shared.hot.store.lock:
+        shared.counters.rejections[limit] += 1

@@ -1,0 +1,98 @@
+"""What a ``TieredSaver`` counts: ``TieredStats``, the answer of ``stats()``, and the counters behind it.
+
+The counters are plain fields changed in place by the paths that count them
+(hits and misses, admissions, flushes and spills, coherence checks,
+rejections), each change made with the hot store's lock held; ``stats()`` reads
+them all under that lock into one frozen ``TieredStats``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .saver import SaverStats
+from .tiered_settings import Coherence, WriteMode
+
+__all__ = ["Counters", "TieredStats"]
+
+
+@dataclass(frozen=True)
+class TieredStats:
+    """What the tiered saver holds and did, at one instant.
+
+    Attributes:
+        hot: The hot tier's own counters (``SaverStats``): threads, bytes, evictions...
+        write: ``"through"`` or ``"back"``.
+        coherence: ``"sticky"`` or ``"validate"``.
+        hits: Reads the hot tier answered.
+        misses: Reads that went to the durable tier (one per key, however many callers waited).
+        flight_waits: Callers that waited for another caller's read of the same key.
+        admissions: Checkpoints a read brought into the hot tier.
+        left_out: Hot writes a store-wide limit refused: the thread left memory, still durable.
+        dirty_threads: Threads with unflushed writes (write-back).
+        dirty_bytes: Their bytes.
+        max_dirty_bytes: The bound on ``dirty_bytes``.
+        flushes: Flushes of a thread that wrote something to the durable tier.
+        flushed_writes: Checkpoints and write batches flushed.
+        flush_seconds: Time spent flushing, in all.
+        flush_failures: Flushes the durable tier failed (the writes stay in memory).
+        spills: Threads evicted from the hot tier with unflushed writes, flushed then.
+        spill_seconds: Time spent flushing them.
+        durable_calls: Calls made to the durable saver.
+        durable_errors: Calls that raised.
+        last_durable_error: The last of them, as ``ExceptionType: message``, or None.
+        validations: Coherence checks made (``coherence="validate"``).
+        stale: Checks that found the hot copy stale (it was dropped and read again).
+        validation_seconds: Time spent on coherence checks, in all.
+        deleted_thread_records: Deleted threads remembered so that their late writes are refused.
+        rejections: Writes refused before the durable write, by limit (and ``deleted_thread``).
+    """
+
+    hot: SaverStats
+    write: WriteMode
+    coherence: Coherence
+    hits: int
+    misses: int
+    flight_waits: int
+    admissions: int
+    left_out: int
+    dirty_threads: int
+    dirty_bytes: int
+    max_dirty_bytes: float
+    flushes: int
+    flushed_writes: int
+    flush_seconds: float
+    flush_failures: int
+    spills: int
+    spill_seconds: float
+    durable_calls: int
+    durable_errors: int
+    last_durable_error: str | None
+    validations: int
+    stale: int
+    validation_seconds: float
+    deleted_thread_records: int
+    rejections: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Counters:
+    """The tiered saver's own counters, each changed with the hot store's lock held."""
+
+    hits: int = 0
+    misses: int = 0
+    flight_waits: int = 0
+    admissions: int = 0
+    left_out: int = 0
+    flushes: int = 0
+    flushed_writes: int = 0
+    flush_seconds: float = 0.0
+    flush_failures: int = 0
+    spills: int = 0
+    spill_seconds: float = 0.0
+    validations: int = 0
+    stale: int = 0
+    validation_seconds: float = 0.0
+    rejections: Counter[str] = field(default_factory=Counter)

@@ -1,0 +1,379 @@
+"""The hot tier's side of ``TieredSaver``'s writes, and the checks that refuse a write before it is written.
+
+``TieredSaver.put`` and ``put_writes`` choose the path; this module carries it
+out in the hot tier:
+
+* per-item checks (``precheck_put``, ``precheck_writes``): before a
+  write-through's durable write, refuse what the hot tier would refuse for the
+  write alone (an invalid identifier, ``max_checkpoint_bytes``,
+  ``max_pending_write_bytes``), so a refused write is written nowhere;
+* write-through (``through_put``, ``through_put_writes``): once the durable
+  tier acknowledged, the hot tier takes the write, or a store-wide limit
+  refuses it and the thread leaves memory whole (``_leave_out``);
+* write-back (``back_put``, ``back_put_writes``): the hot tier and the ledger
+  of unflushed writes take the write together, or the store-wide refusal is
+  returned for the caller to write through instead;
+* ``refuse_deleted``: a write continuing a thread deleted since is refused
+  (``coordination.DeletedThreads``), before anything is written.
+
+Each hot-tier step runs in one hold of the hot store's lock, with what it tells
+``saver.residency`` about the thread's copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+
+from .coordination import ThreadDeletedError
+from .engine import Blob, CheckpointCapacityError, CheckpointRecord, WriteRecord, identifiers
+from .engine.records import BlobKey, payload_size
+from .locations import locate
+from .tiered_settings import PER_ITEM_LIMITS
+from .tiered_state import Shared, Tiers, alive, count_rejection, sweep
+from .writeback import DirtyCheckpoint, DirtyWrites
+
+__all__ = [
+    "added",
+    "back_put",
+    "back_put_writes",
+    "batch_bytes",
+    "precheck_put",
+    "precheck_writes",
+    "refuse_deleted",
+    "stored_config",
+    "through_put",
+    "through_put_writes",
+    "writes_location",
+]
+
+
+# --- write-through: after the durable tier acknowledged ----------------------------------------------------------
+
+
+def through_put(
+    shared: Shared,
+    thread_id: str,
+    namespace: str,
+    record: CheckpointRecord,
+    blobs: dict[BlobKey, Blob],
+    root: str | None,
+) -> None:
+    """Write-through, after the durable tier acknowledged: the hot tier takes the checkpoint, or the thread
+    leaves memory (a store-wide limit). Runtime complexity: that of ``Store.put_checkpoint``."""
+    store = shared.hot.store
+    with store.lock:
+        was_alive = alive(store, thread_id)
+        store.forget_tombstone(thread_id)
+        churn = store.pruned_count()
+        shared.marks.move(thread_id)
+        try:
+            store.put_checkpoint(thread_id, namespace, record, blobs, root)
+        except (CheckpointCapacityError, ValueError):
+            _leave_out(shared, thread_id, record.checkpoint_id)
+            return
+        _note_checkpoint(shared, thread_id, namespace, record.checkpoint_id, was_alive, churn)
+
+
+def through_put_writes(
+    shared: Shared, thread_id: str, namespace: str, checkpoint_id: str, records: Sequence[WriteRecord], root: str | None
+) -> None:
+    """Write-through, after the durable tier acknowledged: the hot tier takes the writes, or the thread
+    leaves memory. Runtime complexity: that of ``Store.put_writes``."""
+    store = shared.hot.store
+    with store.lock:
+        was_alive = alive(store, thread_id)
+        store.forget_tombstone(thread_id)
+        churn = store.pruned_count()
+        shared.marks.move(thread_id)
+        try:
+            store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        except (CheckpointCapacityError, ValueError):
+            _leave_out(shared, thread_id, None)
+            return
+        _note_writes(shared, thread_id, was_alive, churn)
+
+
+def _leave_out(shared: Shared, thread_id: str, checkpoint_id: str | None) -> None:
+    """Write-through: the hot tier refused a write the durable tier has: the thread leaves memory whole
+    (its copy would be behind). Lock held. Runtime complexity: that of ``Store.delete_thread``."""
+    store = shared.hot.store
+    store.delete_thread(thread_id)
+    if checkpoint_id is not None:
+        store.forget_refusal(checkpoint_id)
+    shared.residency.forget(thread_id)
+    shared.counters.left_out += 1
+
+
+# --- write-back: the hot tier and the ledger together ------------------------------------------------------------
+
+
+def back_put(
+    shared: Shared,
+    thread_id: str,
+    namespace: str,
+    record: CheckpointRecord,
+    blobs: dict[BlobKey, Blob],
+    root: str | None,
+    new_versions: ChannelVersions,
+) -> CheckpointCapacityError | None:
+    """Write-back: the hot tier and the ledger take the checkpoint; or the store-wide refusal to fall back on.
+
+    Raises:
+        ThreadDeletedError, ValueError, CheckpointCapacityError (per item): the write is refused.
+
+    Runtime complexity: that of ``Store.put_checkpoint``, plus O(c + w log w) to read back its c values.
+    """
+    store = shared.hot.store
+    with store.lock:
+        refuse_deleted(shared, thread_id, record.parent_id)
+        was_alive = alive(store, thread_id)
+        store.forget_tombstone(thread_id)
+        churn = store.pruned_count()
+        try:
+            store.put_checkpoint(thread_id, namespace, record, blobs, root)
+        except CheckpointCapacityError as error:
+            if error.limit in PER_ITEM_LIMITS:
+                raise
+            store.forget_refusal(record.checkpoint_id)
+            return error
+        shared.marks.move(thread_id)
+        view = store.get(thread_id, namespace, record.checkpoint_id)
+        shared.dirty.add(
+            thread_id,
+            DirtyCheckpoint(
+                namespace,
+                record,
+                {} if view is None else view.channel_values,
+                {channel: version for channel, version in blobs},
+                added(record, blobs),
+            ),
+        )
+        _note_checkpoint(shared, thread_id, namespace, record.checkpoint_id, was_alive, churn)
+    return None
+
+
+def back_put_writes(
+    shared: Shared,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str,
+    records: Sequence[WriteRecord],
+    task_id: str,
+    task_path: str,
+    root: str | None,
+) -> CheckpointCapacityError | None:
+    """Write-back: the hot tier and the ledger take the writes; or the store-wide refusal to fall back on.
+
+    Raises:
+        ThreadDeletedError, ValueError, CheckpointCapacityError (per item): the writes are refused.
+
+    Runtime complexity: that of ``Store.put_writes``.
+    """
+    store = shared.hot.store
+    with store.lock:
+        refuse_deleted(shared, thread_id, checkpoint_id)
+        was_alive = alive(store, thread_id)
+        store.forget_tombstone(thread_id)
+        churn = store.pruned_count()
+        try:
+            store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        except CheckpointCapacityError as error:
+            if error.limit in PER_ITEM_LIMITS:
+                raise
+            return error
+        shared.marks.move(thread_id)
+        if records:
+            shared.dirty.add(
+                thread_id,
+                DirtyWrites(namespace, checkpoint_id, task_id, task_path, tuple(records), batch_bytes(records)),
+            )
+        _note_writes(shared, thread_id, was_alive, churn)
+    return None
+
+
+# --- what a stored write tells of the thread's hot copy ----------------------------------------------------------
+
+
+def _note_checkpoint(
+    shared: Shared, thread_id: str, namespace: str, checkpoint_id: str, was_alive: bool, churn: int
+) -> None:
+    """What a stored checkpoint tells about the thread's hot copy (lock held). Runtime complexity: amortized
+    O(1)."""
+    residency = shared.residency
+    if not was_alive:
+        residency.came_to_memory(thread_id, namespace, checkpoint_id)
+        sweep(shared)
+    elif shared.hot.store.pruned_count() != churn:
+        residency.reset(thread_id, namespace, checkpoint_id)  # the write pruned the thread
+    else:
+        residency.stored_namespace(thread_id, namespace, checkpoint_id)
+
+
+def _note_writes(shared: Shared, thread_id: str, was_alive: bool, churn: int) -> None:
+    """What stored writes tell about the thread's hot copy (lock held). Runtime complexity: amortized O(1)."""
+    if not was_alive:
+        if shared.hot.store.last_used(thread_id) is not None:
+            shared.residency.came_with_writes_only(thread_id)
+            sweep(shared)
+    elif shared.hot.store.pruned_count() != churn:
+        shared.residency.forget(thread_id)  # the writes pruned namespaces: only the latest reads stay hot
+
+
+# --- refusals before anything is written: deleted threads, per-item checks ----------------------------------
+
+
+def refuse_deleted(shared: Shared, thread_id: str, continues: str | None) -> None:
+    """Refuse, and count, a write continuing a thread deleted since (``DeletedThreads.refuse``).
+
+    Raises:
+        ThreadDeletedError: It continues the deleted thread.
+
+    Runtime complexity: O(1).
+    """
+    try:
+        shared.deleted.refuse(thread_id, continues)
+    except ThreadDeletedError:
+        count_rejection(shared, "deleted_thread")
+        raise
+
+
+def precheck_put(
+    tiers: Tiers,
+    thread_id: str,
+    namespace: str,
+    record: CheckpointRecord,
+    blobs: dict[BlobKey, Blob],
+    checkpoint: Checkpoint,
+) -> None:
+    """Refuse, before anything is written, a checkpoint the hot tier would refuse for itself alone:
+    an invalid identifier, or a whole state over ``max_checkpoint_bytes``.
+
+    Raises:
+        ValueError: An identifier is invalid.
+        CheckpointCapacityError: ``max_checkpoint_bytes``.
+
+    Runtime complexity: O(channels), plus a hot read of the parent when a limit is set.
+    """
+    limits = tiers.config
+    try:
+        identifiers.check_identifier("thread_id", thread_id, limits)
+        identifiers.check_namespace(namespace, limits)
+        identifiers.check_identifier("checkpoint_id", record.checkpoint_id, limits)
+        if record.parent_id is not None:
+            identifiers.check_identifier("parent checkpoint_id", record.parent_id, limits)
+        if record.run_id is not None:
+            identifiers.check_identifier("metadata['run_id']", record.run_id, limits)
+        channels: set[str] = set()
+        identifiers.check_versions(channels, record.versions, limits)
+        identifiers.check_blob_keys(blobs.keys(), limits)
+        for channel in record.delta_channels:
+            identifiers.admit_channel(channels, channel, limits)
+    except ValueError:
+        count_rejection(tiers.shared, "identifier")
+        raise
+    limit = limits.max_checkpoint_bytes
+    if limit == math.inf:
+        return
+    size = added(record, blobs)
+    missing = [key for key in record.blob_keys() if key not in blobs]
+    if missing and size <= limit:
+        size += _unchanged_bytes(tiers, thread_id, namespace, record.parent_id, missing, checkpoint)
+    if size > limit:
+        count_rejection(tiers.shared, "max_checkpoint_bytes")
+        raise CheckpointCapacityError("max_checkpoint_bytes", limit, size, thread_id=thread_id)
+
+
+def _unchanged_bytes(
+    tiers: Tiers,
+    thread_id: str,
+    namespace: str,
+    parent_id: str | None,
+    keys: list[BlobKey],
+    checkpoint: Checkpoint,
+) -> int:
+    """Bytes of the values a checkpoint keeps from its parent: from the hot copy of the parent, else measured.
+
+    Runtime complexity: O(len(keys)), plus serializing the values the hot parent lacks.
+    """
+    store = tiers.shared.hot.store
+    parent = None if parent_id is None else store.get(thread_id, namespace, parent_id)
+    values = checkpoint.get("channel_values", {})
+    size = 0
+    for channel, version in keys:
+        if parent is not None and parent.record.version_of(channel) == version:
+            size += payload_size(parent.channel_values.get(channel))
+        elif channel in values:
+            size += len(tiers.serde.dumps_typed(values[channel])[1])
+    return size
+
+
+def precheck_writes(
+    tiers: Tiers, thread_id: str, namespace: str, checkpoint_id: str, records: Sequence[WriteRecord], batch: int
+) -> None:
+    """Refuse, before anything is written, writes the hot tier would refuse for themselves alone.
+
+    Raises:
+        ValueError: An identifier is invalid.
+        CheckpointCapacityError: ``max_pending_write_bytes``.
+
+    Runtime complexity: O(len(records)).
+    """
+    limits = tiers.config
+    try:
+        identifiers.check_identifier("thread_id", thread_id, limits)
+        identifiers.check_namespace(namespace, limits)
+        identifiers.check_identifier("checkpoint_id", checkpoint_id, limits)
+        channels: set[str] = set()
+        for write in records:
+            identifiers.check_identifier("task_id", write.task_id, limits)
+            identifiers.check_text("task_path", write.task_path)
+            if write.channel not in channels:
+                identifiers.admit_channel(channels, write.channel, limits)
+    except ValueError:
+        count_rejection(tiers.shared, "identifier")
+        raise
+    if batch > limits.max_pending_write_bytes:
+        count_rejection(tiers.shared, "max_pending_write_bytes")
+        raise CheckpointCapacityError(
+            "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id=thread_id
+        )
+
+
+# --- small pieces of the write paths -----------------------------------------------------------------------------
+
+
+def added(record: CheckpointRecord, blobs: Mapping[BlobKey, Blob]) -> int:
+    """Bytes a put adds: its checkpoint, metadata and new values (the engine's count). Runtime complexity:
+    O(len(blobs))."""
+    return record.nbytes + sum(payload_size(blob) for blob in blobs.values())
+
+
+def batch_bytes(records: Sequence[WriteRecord]) -> int:
+    """Bytes of a batch of writes: values and task paths (the engine's count for max_pending_write_bytes).
+
+    Runtime complexity: O(len(records)).
+    """
+    return sum(len(write.value_data) + len(write.task_path) for write in records)
+
+
+def writes_location(config: RunnableConfig) -> tuple[str, str, str]:
+    """The thread, namespace and checkpoint a ``put_writes`` config names.
+
+    Raises:
+        ValueError: An identifier is invalid, or the checkpoint id is missing.
+
+    Runtime complexity: O(1).
+    """
+    thread_id, namespace, checkpoint_id = locate(config)
+    if checkpoint_id is None:
+        raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+    return thread_id, namespace, checkpoint_id
+
+
+def stored_config(thread_id: str, namespace: str, checkpoint_id: str) -> RunnableConfig:
+    """The config a ``put`` returns for the checkpoint it stored. Runtime complexity: O(1)."""
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id}}
