@@ -26,7 +26,7 @@ import builtins
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import check, identifiers, memory, moves, reads, removal
 from .errors import CheckpointCapacityError, CheckpointRefusedError
@@ -591,6 +591,60 @@ class Store(State):
                 if found:
                     holders |= found
             return holders
+
+    def missing_values(
+        self, thread_id: str, namespace: str, record: CheckpointRecord, new_blobs: Mapping[BlobKey, Blob]
+    ) -> builtins.list[BlobKey]:
+        """The ``(channel, version)`` keys a checkpoint references that neither the namespace nor ``new_blobs`` holds.
+
+        A writer that stores a checkpoint with only its new values (as LangGraph's
+        ``put`` hands them) relies on the namespace holding the others; a tier
+        that holds only part of a thread (one built on the store, whose copy of
+        the thread may have left memory or begin above the checkpoint's parent)
+        asks first, and adds the missing ones. Expires nothing and marks no
+        thread as used. Runtime complexity: O(c) for the checkpoint's c channels.
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            blobs = EMPTY_NAMESPACE.blobs if space is None else space.blobs
+            versions = record.versions
+            half = len(versions) >> 1
+            names: tuple[str, ...] = versions[:half]  # type: ignore[assignment]  # a record's channel names
+            return [
+                key for key in zip(names, versions[half:], strict=True) if key not in new_blobs and key not in blobs
+            ]
+
+    def held_writes(self, thread_id: str, namespace: str, checkpoint_id: str) -> int:
+        """How many pending writes the store holds for a checkpoint, stored or not yet.
+
+        Expires nothing and marks no thread as used. Runtime complexity: O(1).
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            writes = None if space is None else space.writes.get(checkpoint_id)
+            return 0 if writes is None else len(writes)
+
+    def holds_checkpoint(self, thread_id: str, namespace: str, checkpoint_id: str) -> bool:
+        """Whether the store holds the checkpoint. Expires nothing and marks no thread as used.
+
+        Runtime complexity: O(1).
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            return space is not None and checkpoint_id in space.records
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the store's lock across several calls, for a layer built on the store whose own state must
+        change with it (the tiered saver's ledgers). The lock is reentrant: the store's own methods take it
+        again inside. Nothing else may be waited for inside: no I/O, no other lock that waits for this one.
+        Runtime complexity: O(1).
+        """
+        with self.lock:
+            yield
 
     def pruned_count(self) -> int:
         """Checkpoints and namespaces the limits have pruned so far (rolling history, namespace limits).

@@ -9,7 +9,6 @@ saver's ``stats()`` reports, so a failing autosave is seen, not only logged.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -49,7 +48,8 @@ class Periodic(Generic[Owner]):
     A failing run is logged, counted in ``health`` and tried again at the next
     interval; it never reaches the saver's callers, but the final run's does
     (``stop``). With an infinite interval no thread runs: only the final call
-    happens. The owner is held weakly: once it is garbage, the thread stops.
+    happens; so too past ``threading.TIMEOUT_MAX`` (about 292 years), which no
+    wait accepts. The owner is held weakly: once it is garbage, the thread stops.
 
     Args:
         owner: The object the job works on (the saver).
@@ -78,7 +78,7 @@ class Periodic(Generic[Owner]):
         self.health = health
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if math.isfinite(interval):
+        if interval <= threading.TIMEOUT_MAX:  # math.inf included: never reached, so no thread
             weakref.finalize(owner, self._stop.set)  # a saver dropped without close(): the thread ends now
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()

@@ -28,7 +28,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["COMPLETE", "KNOWN_EMPTY_BOUND", "SWEEP_FLOOR", "Floor", "Residency", "ResidencyLedger"]
+__all__ = [
+    "COMPLETE",
+    "EARLY_WRITES_BOUND",
+    "KNOWN_EMPTY_BOUND",
+    "SWEEP_FLOOR",
+    "EarlyWrites",
+    "Floor",
+    "Residency",
+    "ResidencyLedger",
+]
 
 COMPLETE = None
 """A floor meaning: every checkpoint of the namespace is hot (tested as ``floor is None``, which checkers narrow)."""
@@ -38,6 +47,9 @@ KNOWN_EMPTY_BOUND = 4_096
 
 SWEEP_FLOOR = 1_024
 """Entries of stored lives kept before the first sweep of those whose thread left memory."""
+
+EARLY_WRITES_BOUND = 16_384
+"""Checkpoints remembered as having pending writes acknowledged before their put, the oldest forgotten first."""
 
 
 class Floor(NamedTuple):
@@ -198,3 +210,50 @@ class ResidencyLedger:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+class EarlyWrites:
+    """Pending writes acknowledged before their checkpoint's put reached the hot tier.
+
+    LangGraph's ``durability="async"`` and ``"exit"`` write a step's pending
+    writes while its checkpoint's put is still under way. The hot tier keeps
+    such writes beside the thread until the put arrives, unless the thread
+    leaves memory in between (evicted, expired, left out): the put would then
+    store the checkpoint without them, and the hot copy would answer without
+    its interrupts and errors. So every such batch is counted here, and the
+    put compares the count with the writes the hot tier still holds for the
+    checkpoint (``Store.held_writes``): fewer, and the checkpoint is not kept
+    hot (it is read from the durable tier, which has them all).
+
+    Invariant: at most ``EARLY_WRITES_BOUND`` entries, each a positive count of
+    write records, the oldest forgotten first (a run that died before its put
+    leaves one behind; a forgotten entry's checkpoint is then trusted as the
+    engine holds it). Every method runs with the hot store's lock held.
+    """
+
+    def __init__(self) -> None:
+        self.counts: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+
+    def arrived(self, thread_id: str, namespace: str, checkpoint_id: str, records: int) -> None:
+        """A batch of ``records`` writes for a checkpoint the hot tier does not hold was acknowledged.
+
+        Runtime complexity: O(1).
+        """
+        key = (thread_id, namespace, checkpoint_id)
+        self.counts[key] = self.counts.pop(key, 0) + records
+        if len(self.counts) > EARLY_WRITES_BOUND:
+            self.counts.popitem(last=False)
+
+    def expected(self, thread_id: str, namespace: str, checkpoint_id: str) -> int:
+        """Writes acknowledged for the checkpoint before its put (0: none known). Runtime complexity: O(1)."""
+        return self.counts.get((thread_id, namespace, checkpoint_id), 0) if self.counts else 0
+
+    def settled(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+        """The checkpoint's put reached the hot tier: nothing more to compare. Runtime complexity: O(1)."""
+        if self.counts:
+            self.counts.pop((thread_id, namespace, checkpoint_id), None)
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if the invariant does not hold. Runtime complexity: O(entries)."""
+        assert len(self.counts) <= EARLY_WRITES_BOUND, "early writes past their bound"
+        assert all(count > 0 for count in self.counts.values()), "an early-writes count that is not positive"

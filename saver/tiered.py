@@ -59,6 +59,7 @@ path and the modules below carry it out):
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -316,6 +317,8 @@ class TieredSaver(
         """
         self._shared.hot.check()
         self._shared.dirty.check()
+        with self._shared.hot.store.exclusive():
+            self._shared.early.check()
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> TieredSaver:
         """A shallow copy with a derived msgpack allowlist, for this saver and its durable saver; the copy
@@ -510,19 +513,20 @@ class TieredSaver(
         shared = tiers.shared
         thread_id, namespace, parent_id = locate(config)
         record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+        missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and tiered_flush.dirty_room(tiers, thread_id, tiered_writes.added(record, blobs)):
-            refusal = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions)
+            fallback = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
             tiered_flush.deliver(tiers)
-            if refusal is None:
+            if fallback is None:
                 return tiered_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            tiered_flush.flush_thread(tiers, thread_id, refusal)
+            tiered_flush.flush_thread(tiers, thread_id, fallback.refusal)
         else:
             tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         with shared.gates.sharing(thread_id):
             tiered_writes.refuse_deleted(shared, thread_id, parent_id)
             stored: RunnableConfig = tiers.durable.call("put", config, checkpoint, metadata, new_versions)
-            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root)
+            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         tiered_flush.deliver(tiers)
         return stored
 
@@ -544,21 +548,22 @@ class TieredSaver(
 
         large = rough_size(values[channel] for channel in new_versions if channel in values)
         record, blobs = await asyncio.to_thread(encode) if large > self.config.async_offload_bytes else encode()
+        missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and await tiered_flush.adirty_room(
             tiers, thread_id, tiered_writes.added(record, blobs)
         ):
-            refusal = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions)
+            fallback = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
             await tiered_flush.adeliver(tiers)
-            if refusal is None:
+            if fallback is None:
                 return tiered_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            await tiered_flush.aflush_thread(tiers, thread_id, refusal)
+            await tiered_flush.aflush_thread(tiers, thread_id, fallback.refusal)
         else:
             tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         async with shared.gates.asharing(thread_id):
             tiered_writes.refuse_deleted(shared, thread_id, parent_id)
             stored: RunnableConfig = await tiers.durable.acall("put", config, checkpoint, metadata, new_versions)
-            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root)
+            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         await tiered_flush.adeliver(tiers)
         return stored
 

@@ -25,7 +25,7 @@ from .config import InMemoryCheckpointConfig
 from .coordination import DeletedThreads, Flights, ThreadGates, WriteMarks
 from .durable import DurableHealth, DurableTier
 from .engine import DroppedThread, Store, ThreadExport
-from .residency import ResidencyLedger
+from .residency import EarlyWrites, ResidencyLedger
 from .saver import BoundedInMemorySaver
 from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, WriteMode
 from .tiered_stats import Counters, TieredStats
@@ -37,8 +37,8 @@ __all__ = ["Shared", "Tiers", "alive", "count_rejection", "read_stats", "sweep"]
 class Shared:
     """Every piece of state a ``TieredSaver`` and its ``with_allowlist()`` copies share.
 
-    Invariant: the hot store's lock guards ``residency``, ``marks`` and
-    ``counters``; ``dirty`` guards itself; ``spill_requests`` is guarded by the
+    Invariant: the hot store's lock guards ``residency``, ``early``, ``marks``
+    and ``counters``; ``dirty`` guards itself; ``spill_requests`` is guarded by the
     hot store's lock too.
     """
 
@@ -49,6 +49,7 @@ class Shared:
         self.coherence: Coherence = coherence
         self.max_dirty_bytes = max_dirty_bytes
         self.residency = ResidencyLedger()
+        self.early = EarlyWrites()
         self.dirty = DirtyLedger()
         self.marks = WriteMarks()
         self.gates = ThreadGates()

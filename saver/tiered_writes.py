@@ -16,6 +16,22 @@ out in the hot tier:
 * ``refuse_deleted``: a write continuing a thread deleted since is refused
   (``coordination.DeletedThreads``), before anything is written.
 
+LangGraph's ``put`` hands over the new values only, relying on the saver
+holding the others. The hot tier may not: the thread may have left memory
+mid-run, or its copy may begin above the checkpoint's parent (a fork from an
+old checkpoint, a parent pruned). So a checkpoint's put first asks the hot
+tier which of the values it references it lacks (``Store.missing_values``)
+and adds those, encoded from the checkpoint's ``channel_values`` (a channel's
+value at one version is the same whenever it is read, which is what every
+LangGraph saver keying values by version relies on). The hot copy is then
+complete, and so is what write-back replays from it to the durable tier.
+
+Writes can also arrive before their checkpoint's put (LangGraph's async and
+exit durabilities); if the thread left memory in between, the hot tier lost
+them. ``residency.EarlyWrites`` counts such writes, and a put whose hot copy
+holds fewer is not kept hot (``_early_writes_lost``): the thread is read from
+the durable tier, which has them.
+
 Each hot-tier step runs in one hold of the hot store's lock, with what it tells
 ``saver.residency`` about the thread's copy.
 """
@@ -23,13 +39,15 @@ Each hot-tier step runs in one hold of the hot store's lock, with what it tells
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .coordination import ThreadDeletedError
-from .engine import Blob, CheckpointCapacityError, CheckpointRecord, WriteRecord, identifiers
+from .engine import Blob, CheckpointCapacityError, CheckpointRecord, Store, WriteRecord, identifiers
 from .engine.records import BlobKey, payload_size
 from .locations import locate
 from .tiered_settings import PER_ITEM_LIMITS
@@ -37,10 +55,12 @@ from .tiered_state import Shared, Tiers, alive, count_rejection, sweep
 from .writeback import DirtyCheckpoint, DirtyWrites
 
 __all__ = [
+    "Fallback",
     "added",
     "back_put",
     "back_put_writes",
     "batch_bytes",
+    "encode_values",
     "precheck_put",
     "precheck_writes",
     "refuse_deleted",
@@ -49,6 +69,52 @@ __all__ = [
     "through_put_writes",
     "writes_location",
 ]
+
+
+class Fallback(NamedTuple):
+    """A write-back put the hot tier cannot keep: it is written through instead, after the thread's flush.
+
+    Attributes:
+        refusal: The store-wide limit that refused it (a flush failure is raised as this refusal, naming
+            the durable failure), or None: writes acknowledged before it are no longer hot.
+    """
+
+    refusal: CheckpointCapacityError | None
+
+
+ValueEncoder = Callable[[list[BlobKey]], dict[BlobKey, Blob]]
+"""Encodes the values of the given keys from the checkpoint being put (``encode_values``, bound)."""
+
+
+def encode_values(serde: SerializerProtocol, checkpoint: Checkpoint, keys: list[BlobKey]) -> dict[BlobKey, Blob]:
+    """The blobs of ``keys`` from the checkpoint's ``channel_values``, as ``codec.encode_checkpoint`` encodes new
+    ones (a channel without a value: an empty blob). Runtime complexity: serializing those values."""
+    values = checkpoint.get("channel_values") or {}
+    dumps = serde.dumps_typed
+    return {key: dumps(values[key[0]]) if key[0] in values else None for key in keys}
+
+
+def _early_writes_lost(store: Store, shared: Shared, thread_id: str, namespace: str, checkpoint_id: str) -> bool:
+    """Whether writes acknowledged before the checkpoint's put are missing from the hot copy (lock held).
+
+    Runtime complexity: O(1).
+    """
+    expected = shared.early.expected(thread_id, namespace, checkpoint_id)
+    return expected > 0 and store.held_writes(thread_id, namespace, checkpoint_id) < expected
+
+
+def _complete(
+    store: Store,
+    thread_id: str,
+    namespace: str,
+    record: CheckpointRecord,
+    blobs: dict[BlobKey, Blob],
+    encode_missing: ValueEncoder,
+) -> dict[BlobKey, Blob]:
+    """``blobs`` with the values the record references and the hot tier lacks (lock held). Runtime
+    complexity: O(channels), plus encoding what is missing (only when the hot copy is partial)."""
+    missing = store.missing_values(thread_id, namespace, record, blobs)
+    return {**blobs, **encode_missing(missing)} if missing else blobs
 
 
 # --- write-through: after the durable tier acknowledged ----------------------------------------------------------
@@ -61,17 +127,25 @@ def through_put(
     record: CheckpointRecord,
     blobs: dict[BlobKey, Blob],
     root: str | None,
+    encode_missing: ValueEncoder,
 ) -> None:
-    """Write-through, after the durable tier acknowledged: the hot tier takes the checkpoint, or the thread
-    leaves memory (a store-wide limit). Runtime complexity: that of ``Store.put_checkpoint``."""
+    """Write-through, after the durable tier acknowledged: the hot tier takes the checkpoint (with the values
+    it references that the hot copy lacks: ``encode_missing``), or the thread leaves memory (a store-wide
+    limit). Runtime complexity: that of ``Store.put_checkpoint``."""
     store = shared.hot.store
     with store.lock:
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
         shared.marks.move(thread_id)
+        lost = _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id)
+        shared.early.settled(thread_id, namespace, record.checkpoint_id)
+        if lost:
+            _leave_out(shared, thread_id, record.checkpoint_id)
+            return
         try:
-            store.put_checkpoint(thread_id, namespace, record, blobs, root)
+            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing)
+            store.put_checkpoint(thread_id, namespace, record, complete, root)
         except (CheckpointCapacityError, ValueError):
             _leave_out(shared, thread_id, record.checkpoint_id)
             return
@@ -89,6 +163,8 @@ def through_put_writes(
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
         shared.marks.move(thread_id)
+        if not store.holds_checkpoint(thread_id, namespace, checkpoint_id):
+            shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         try:
             store.put_writes(thread_id, namespace, checkpoint_id, records, root)
         except (CheckpointCapacityError, ValueError):
@@ -119,8 +195,11 @@ def back_put(
     blobs: dict[BlobKey, Blob],
     root: str | None,
     new_versions: ChannelVersions,
-) -> CheckpointCapacityError | None:
-    """Write-back: the hot tier and the ledger take the checkpoint; or the store-wide refusal to fall back on.
+    encode_missing: ValueEncoder,
+) -> Fallback | None:
+    """Write-back: the hot tier and the ledger take the checkpoint (with the values it references that the hot
+    copy lacks: ``encode_missing``, so that what the ledger replays is whole); or why it must be written
+    through instead (a store-wide refusal, or writes acknowledged before it that are no longer hot).
 
     Raises:
         ThreadDeletedError, ValueError, CheckpointCapacityError (per item): the write is refused.
@@ -133,13 +212,17 @@ def back_put(
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
+        if _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id):
+            return Fallback(None)  # through_put settles it
         try:
-            store.put_checkpoint(thread_id, namespace, record, blobs, root)
+            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing)
+            store.put_checkpoint(thread_id, namespace, record, complete, root)
         except CheckpointCapacityError as error:
             if error.limit in PER_ITEM_LIMITS:
                 raise
             store.forget_refusal(record.checkpoint_id)
-            return error
+            return Fallback(error)
+        shared.early.settled(thread_id, namespace, record.checkpoint_id)
         shared.marks.move(thread_id)
         view = store.get(thread_id, namespace, record.checkpoint_id)
         shared.dirty.add(
@@ -179,12 +262,15 @@ def back_put_writes(
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
+        early = not store.holds_checkpoint(thread_id, namespace, checkpoint_id)
         try:
             store.put_writes(thread_id, namespace, checkpoint_id, records, root)
         except CheckpointCapacityError as error:
             if error.limit in PER_ITEM_LIMITS:
                 raise
-            return error
+            return error  # written through instead: through_put_writes counts them if early
+        if early:
+            shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         shared.marks.move(thread_id)
         if records:
             shared.dirty.add(

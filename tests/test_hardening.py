@@ -302,3 +302,25 @@ def test_close_and_resume_racing_leave_at_most_one_job_of_each_kind(tmp_path: Pa
     assert seen and max(seen) <= 2
     saver.close()
     assert saver._background == []
+
+
+@pytest.mark.parametrize("interval", [threading.TIMEOUT_MAX * 2, 1e300])
+def test_an_interval_no_wait_accepts_starts_no_thread_and_still_saves_on_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interval: float
+) -> None:
+    """Past threading.TIMEOUT_MAX a wait raises OverflowError: the job's thread would die at its first wait,
+    silently. Such an interval is never reached, so it is taken as infinite: no thread, the final save kept."""
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: died.append(hook.exc_value))
+    before = threading.active_count()
+    path = tmp_path / "far.snapshot"
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(
+            autosave_path=str(path), autosave_interval_seconds=interval, purge_interval_seconds=interval
+        )
+    )
+    assert threading.active_count() == before
+    put(saver, "t")
+    saver.close()
+    assert BoundedInMemorySaver.load(path).get_tuple(config("t")) is not None
+    assert died == []

@@ -11,6 +11,7 @@ every wait is on an event, never on time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import operator
 import sqlite3
 import threading
@@ -29,6 +30,7 @@ from langgraph.checkpoint.bounded import (
     TieredSaver,
 )
 from langgraph.checkpoint.bounded.durable import DurableSideError
+from tests import graphs
 from tests.graphs import (
     SCENARIOS,
     Runner,
@@ -119,6 +121,124 @@ def test_graphs_answer_as_the_stock_saver_and_the_durable_tier_agrees(
         # A DeltaChannel snapshot LangGraph puts under a version an older checkpoint already holds: the hot
         # tier keys values by version (as InMemorySaver and PostgresSaver do), so the older checkpoint reads it
         # too, where SqliteSaver keeps each checkpoint's own values. The states read above are the same.
+
+
+# Every scenario, three copies of each at once over a hot tier of one thread: threads leave memory between any
+# two calls of a run (between a step's writes and its checkpoint's put, between two puts, before a fork).
+INTERLEAVED = [
+    pytest.param(write, use_async, durability, id=f"{write}-{'a' if use_async else ''}sync-{durability}")
+    for write in ("through", "back")
+    for use_async in (False, True)
+    for durability in ("sync", "async", "exit")
+]
+COPY = contextvars.ContextVar("COPY", default=0)
+# These two wrap the checkpointer's put_writes to time their failure: copies sharing one saver would wrap it in turn.
+INTERLEAVED_SCENARIOS = [
+    name for name in SCENARIOS if name not in ("failing_branch_is_retried", "branch_is_retried_in_run")
+]
+
+
+def interleaved_thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"{name}-{COPY.get()}"}}
+
+
+def run_interleaved(checkpointer: Any, *, use_async: bool, durability: str, copies: int) -> dict[Any, Any]:
+    """Every scenario's trace, ``copies`` runs of each at once (asyncio tasks, or OS threads for sync runs)."""
+
+    def runner(name: str) -> tuple[Runner, Any]:
+        factory, scenario = SCENARIOS[name]
+        calls: dict[str, int] = {}
+        return Runner(factory(checkpointer, calls), use_async=use_async, durability=durability, calls=calls), scenario
+
+    found: dict[Any, Any] = {}
+    if use_async:
+
+        async def one(name: str, copy: int) -> None:
+            COPY.set(copy)
+            graph, scenario = runner(name)
+            found[name, copy] = await scenario(graph)
+
+        async def every() -> None:
+            await asyncio.gather(*(one(name, copy) for name in INTERLEAVED_SCENARIOS for copy in range(copies)))
+
+        asyncio.run(every())
+        return found
+
+    def in_thread(name: str, copy: int) -> None:
+        COPY.set(copy)
+        graph, scenario = runner(name)
+        found[name, copy] = asyncio.run(scenario(graph))
+
+    workers = [
+        threading.Thread(target=contextvars.copy_context().run, args=(in_thread, name, copy))
+        for name in INTERLEAVED_SCENARIOS
+        for copy in range(copies)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(WAIT)
+    assert not any(worker.is_alive() for worker in workers), "a run never finished"
+    return found
+
+
+@pytest.mark.parametrize(("write", "use_async", "durability"), INTERLEAVED)
+def test_interleaved_runs_over_a_hot_tier_of_one_thread_answer_as_the_stock_saver(
+    db: Path, monkeypatch: pytest.MonkeyPatch, write: str, use_async: bool, durability: str
+) -> None:
+    """A put whose hot copy lacks values it references (the thread left memory, a fork below what is hot)
+    stores them too; writes acknowledged before their checkpoint's put and lost with the thread's hot copy
+    keep that checkpoint out of memory. Before either fix, the hot tier answered without unchanged channels
+    or without interrupts, and write-back flushed the incomplete states to the durable tier."""
+    monkeypatch.setattr(graphs, "thread", interleaved_thread)
+    expected = {
+        name: run(name, StockSaver(), use_async=use_async, durability=durability) for name in INTERLEAVED_SCENARIOS
+    }
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    found = run_interleaved(tiered, use_async=use_async, durability=durability, copies=3)
+    tiered.flush()
+    tiered.check()
+    assert len(found) == 3 * len(expected)
+    for (name, copy), trace in sorted(found.items()):
+        assert trace == expected[name], f"{name}, copy {copy}"
+    durable = sqlite_durable(db)
+    for thread_id in sorted({item.config["configurable"]["thread_id"] for item in durable.list(None)}):
+        assert tuples(tiered, thread_id, None) == tuples(durable, thread_id, None), thread_id
+    tiered.close()
+
+
+def test_a_put_whose_thread_left_memory_keeps_its_unchanged_values(db: Path) -> None:
+    for mode in ("through", "back"):
+        durable = sqlite_durable(db.with_name(f"{mode}.sqlite"))
+        tiered = TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=1), write=mode)  # type: ignore[arg-type]
+        first = tiered.put(
+            config("A"), make_checkpoint({"x": 1, "y": "kept"}, {"x": 1, "y": 1}), {"step": 0}, {"x": 1, "y": 1}
+        )
+        tiered.put(config("B"), make_checkpoint({"x": 1}, {"x": 1}), {"step": 0}, {"x": 1})  # A leaves memory
+        parent = first["configurable"]["checkpoint_id"]
+        tiered.put(config("A", "", parent), make_checkpoint({"x": 2, "y": "kept"}, {"x": 2, "y": 1}), {}, {"x": 2})
+        got = tiered.get_tuple(config("A"))
+        assert got is not None and got.checkpoint["channel_values"] == {"x": 2, "y": "kept"}, mode
+        tiered.flush()
+        alone = durable.get_tuple(config("A"))
+        assert alone is not None and alone.checkpoint["channel_values"] == {"x": 2, "y": "kept"}, mode
+        tiered.close()
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_writes_before_their_put_lost_with_the_hot_copy_keep_the_checkpoint_out_of_memory(db: Path, write: str) -> None:
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    first = tiered.put(config("A"), make_checkpoint({"x": 1}, {"x": 1}), {"step": 0}, {"x": 1})
+    second = make_checkpoint({"x": 1}, {"x": 1})
+    early = config("A", "", second["id"])
+    tiered.put_writes(early, [("__interrupt__", "approve?")], "task-1")  # before its checkpoint's put
+    tiered.put(config("B"), make_checkpoint({"x": 1}, {"x": 1}), {"step": 0}, {"x": 1})  # A leaves memory
+    tiered.put(config("A", "", first["configurable"]["checkpoint_id"]), second, {"step": 1}, {})
+    got = tiered.get_tuple(config("A"))
+    assert got is not None and got.pending_writes == [("task-1", "__interrupt__", "approve?")]
+    assert tiered.stats().left_out >= 1
+    tiered.check()
+    tiered.close()
 
 
 def graph_view(factory: Any, saver: Any, thread_id: str) -> list[Any]:
