@@ -141,8 +141,15 @@ class Subject:
         self.app.invoke({"messages": [{"role": "user", "content": "hi"}]}, self.thread(self.turns % THREADS))
 
     def thread(self, index: int) -> dict[str, Any]:
-        """The config of one of its threads: named after the saver, since the savers share a database."""
-        return _config(f"{self.name}-chat-{index}")
+        """The config of one of its threads: named after the saver, since the savers share a database, and
+        after this process, since every write-back process of a run shares it too (threads continued from
+        an earlier process's would grow round after round: those savers would be timed on longer
+        conversations than ours, which starts empty in each process)."""
+        return _config(f"{self.name}-{PROCESS_TAG}-chat-{index}")
+
+
+PROCESS_TAG = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
+"""This process's part of its subjects' thread ids."""
 
 
 def _config(thread_id: str) -> dict[str, Any]:
