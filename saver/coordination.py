@@ -16,6 +16,13 @@ and its ``tiered_*`` modules):
 
 None of them holds a lock across a durable round trip: gates and flights are
 counts and futures, waited on without holding their own lock.
+
+A sync wait on a gate blocks its OS thread, which may be a worker of the event
+loop's default executor (the tiered saver runs flushes, ``aclose``, ``aprune``
+and copies there). So a coroutine holding a gate, or leading a flight, awaits
+nothing but the durable tier, whose sync calls run on a pool of their own
+(``durable.durable_pool``) that never waits on a gate: it lets the gate go
+however many default workers wait for it.
 """
 
 from __future__ import annotations
@@ -154,7 +161,10 @@ class ThreadGates:
     Invariant: a thread id is in ``shared`` only while at least one caller
     holds its gate shared, and in ``exclusive`` only while a deletion holds it;
     never in both. Waiting happens on ``changed`` (sync) or by polling
-    (async), never while holding a durable connection.
+    (async), never while holding a durable connection. An async holder
+    (``asharing``, ``aalone``) awaits only the durable tier while it holds the
+    gate, never the default executor a sync waiter may be blocking (see the
+    module's docstring).
     """
 
     def __init__(self) -> None:

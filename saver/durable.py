@@ -8,7 +8,8 @@ calls each side the way the saver allows:
 
 * a sync saver: sync calls go straight to it; async calls use its async
   method when it has one that works, else run the sync method in a worker
-  thread (``asyncio.to_thread``), so the caller's event loop never waits on I/O;
+  thread of the tier's own pool (``durable_pool``), so the caller's event loop
+  never waits on I/O;
 * an async saver (one with its own ``loop``): async calls await it (on its
   loop, when the caller runs on another); sync calls are handed to its loop
   from the calling thread and waited for (at most ``timeout`` seconds). A sync
@@ -30,14 +31,28 @@ query where the saver allows one (``SqliteSaver``, ``PostgresSaver``,
 
 Every failure of the durable saver is counted in ``DurableHealth`` and raised
 to the caller unchanged.
+
+Why a pool of its own, not the event loop's default executor: a coroutine may
+hold a thread's gate (``coordination.ThreadGates``: ``adelete_thread`` alone, a
+write-through ``aput`` shared) across its durable call, and jobs the tiered
+saver runs in the default executor (``aflush``, ``aclose``, write-back's
+backpressure, ``aprune``...) may be waiting on that gate. Were the call queued
+behind them, once every default worker waited on the gate the call that lets
+it go would never run. The pool's jobs are the durable saver's calls and
+nothing else: none waits on a gate, a flight or the ledger of unflushed
+writes, so each finishes whatever the default executor is doing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextvars
+import functools
+import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -50,12 +65,15 @@ from .locations import configurable
 
 __all__ = [
     "DURABLE_CALL_SECONDS",
+    "DURABLE_POOL_WORKERS",
     "OPTIONAL_OPERATIONS",
     "DurableHealth",
     "DurableSideError",
     "DurableTier",
     "Newest",
     "copy_thread_through_api",
+    "durable_pool",
+    "in_durable_pool",
     "put_tuple",
     "rewrite_thread",
 ]
@@ -66,7 +84,52 @@ DURABLE_CALL_SECONDS = 60.0
 OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
 """Operations a durable saver may lack; the tier emulates those it lacks."""
 
+DURABLE_POOL_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+"""Threads of the pool running a sync durable saver's calls for async callers (the default executor's size)."""
+
 T = TypeVar("T")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def durable_pool() -> ThreadPoolExecutor:
+    """The process's pool for a sync durable saver's calls made by async callers (never the default executor).
+
+    Made on first use and shared by every saver and event loop of the
+    process; its threads start as calls need them (at most
+    ``DURABLE_POOL_WORKERS``) and idle ones are reused. A child process made by
+    ``fork`` makes its own (the parent's threads do not exist there).
+    Invariant: only durable saver calls run on it, and none of them waits on
+    the tiered saver's gates, flights or ledger. Runtime complexity: O(1).
+    """
+    global _pool
+    pool = _pool
+    if pool is not None:
+        return pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=DURABLE_POOL_WORKERS, thread_name_prefix="tiered-durable")
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
+    """In a forked child: the parent's pool has no threads here; the next call makes a new one."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+async def in_durable_pool(call: Callable[[], T]) -> T:
+    """Run a sync durable call in ``durable_pool`` and await it, in the caller's context (as ``asyncio.to_thread``).
+
+    Runtime complexity: the call's, plus a thread hop.
+    """
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(durable_pool(), functools.partial(contextvars.copy_context().run, call))
 
 
 class DurableSideError(RuntimeError):
@@ -236,7 +299,7 @@ class DurableTier:
                 return await native()
             except NotImplementedError:
                 self.no_async.add(method)  # SqliteSaver's async methods: a sync saver after all
-        return await asyncio.to_thread(sync)
+        return await in_durable_pool(sync)  # never the default executor: see the module's docstring
 
     # --- reads and writes ---------------------------------------------------------------------------------
 
@@ -295,7 +358,7 @@ class DurableTier:
     async def anewest(self, thread_id: str, namespace: str) -> Newest:
         """``newest`` for async callers (one indexed query for ``AsyncPostgresSaver``)."""
         if self.loop is None and _sync_probe(self.saver) is not None:
-            return await asyncio.to_thread(self.newest, thread_id, namespace)
+            return await in_durable_pool(lambda: self.newest(thread_id, namespace))
         probe = _async_probe(self.saver)
         if probe is not None and _running_loop() is self.loop:
             self.health.called()

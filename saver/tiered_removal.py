@@ -52,6 +52,10 @@ def delete_thread(tiers: Tiers, thread_id: str) -> None:
 async def adelete_thread(tiers: Tiers, thread_id: str) -> None:
     """Async ``delete_thread``: the durable tier's async side; the waits never block the event loop.
 
+    The gate is held alone across the two durable calls; a sync durable saver's run on
+    ``durable.durable_pool``, never on the default executor, where flushes waiting for this
+    gate may hold every worker.
+
     Runtime complexity: that of ``delete_thread``.
     """
     target = normalize_id("thread_id", thread_id)
