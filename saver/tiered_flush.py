@@ -161,7 +161,7 @@ def _drop_behind(shared: Shared, thread_id: str) -> None:
     Runtime complexity: that of ``Store.delete_thread``.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         shared.marks.move(thread_id)
         shared.residency.forget(thread_id)
         store.delete_thread(thread_id)
@@ -171,7 +171,7 @@ def _drop_behind(shared: Shared, thread_id: str) -> None:
 def _count_flush(shared: Shared, flushed: int, seconds: float, *, failed: bool) -> None:
     """Count a flush: what it wrote, its time, and whether it failed. Runtime complexity: O(1)."""
     counters = shared.counters
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         if flushed:
             counters.flushes += 1
             counters.flushed_writes += flushed
@@ -209,7 +209,7 @@ def spill(tiers: Tiers) -> None:
     Runtime complexity: one durable write per unflushed item of those threads.
     """
     shared = tiers.shared
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         thread_ids, shared.spill_requests = shared.spill_requests, set()
     for thread_id in thread_ids:
         start = time.perf_counter()
@@ -218,7 +218,7 @@ def spill(tiers: Tiers) -> None:
         except Exception:
             logger.exception("flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id)
             continue  # counted by the flush; retried by the next flush
-        with shared.hot.store.lock:
+        with shared.hot.store.exclusive():
             shared.counters.spills += 1
             shared.counters.spill_seconds += time.perf_counter() - start
 

@@ -162,13 +162,13 @@ async def aflown(shared: Shared, key: Hashable, read: Callable[[], Awaitable[Any
 
 def _count_wait(shared: Shared) -> None:
     """Count a caller that waited for another caller's read. Runtime complexity: O(1)."""
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         shared.counters.flight_waits += 1
 
 
 def _count_miss(shared: Shared) -> None:
     """Count a read of the durable tier. Runtime complexity: O(1)."""
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         shared.counters.misses += 1
 
 
@@ -212,7 +212,7 @@ def _admit(
     Runtime complexity: that of ``_store_admitted``.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         shared.counters.misses += 1
         if not found:
             if empty and shared.marks.read(thread_id) == mark and store.last_used(thread_id) is None:
@@ -357,7 +357,7 @@ def _admit_list(tiers: Tiers, request: ListRequest, items: list[CheckpointTuple]
     shared = tiers.shared
     store = shared.hot.store
     thread_id = request.thread_id
-    with store.lock:
+    with store.exclusive():
         if shared.marks.read(thread_id) != mark:
             return
         was_alive = alive(store, thread_id)

@@ -77,7 +77,7 @@ def hot_get(
     Runtime complexity: that of ``Store.get``; with ``newest``, plus that of ``coherent``.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         if newest is not None:
             if not coherent(shared, thread_id, namespace, newest):
                 return UNKNOWN
@@ -140,7 +140,7 @@ async def ameasured_newest(tiers: Tiers, thread_id: str, namespace: str) -> Newe
 def _count_validation(shared: Shared, seconds: float) -> None:
     """Count a coherence check and its time. Runtime complexity: O(1)."""
     counters = shared.counters
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         counters.validations += 1
         counters.validation_seconds += seconds
 
@@ -159,7 +159,7 @@ def hot_delta(
     plus that of ``coherent``.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         if newest is not None and not coherent(shared, thread_id, namespace, newest):
             return None
         entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
@@ -213,7 +213,7 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
     if shared.coherence == "validate":
         return None  # lists read the durable tier in validate mode
     thread_id, namespace = request.thread_id, request.namespace
-    with store.lock:
+    with store.exclusive():
         stored = store.last_used(thread_id) is not None
         entry = shared.residency.lookup(thread_id, stored)
         if entry is None:
@@ -256,7 +256,7 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
     views = store.views(ref for ref, _ in chosen)
     if any(view is None for view in views):
         return None  # removed since listed
-    with store.lock:
+    with store.exclusive():
         shared.counters.hits += 1
     return [
         codec.decode_view(serde, view, metadata)  # type: ignore[arg-type]

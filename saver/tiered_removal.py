@@ -125,7 +125,7 @@ def _leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence
     Runtime complexity: O(runs + threads), plus ``Store.delete_thread`` for each thread that leaves.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         holders = set(thread_ids)
         holders |= store.threads_holding(run_ids)
         for thread_id in holders:
@@ -143,7 +143,7 @@ def _forget_deleted(shared: Shared, thread_id: str, newest: list[CheckpointTuple
     store = shared.hot.store
     newest_id = str(configurable(newest[0].config)["checkpoint_id"]) if newest else None
     dirty_newest = shared.dirty.newest_id(thread_id)
-    with store.lock:
+    with store.exclusive():
         shared.marks.move(thread_id)
         hot_newest = _hot_newest(store, thread_id)
         shared.dirty.discard(thread_id)

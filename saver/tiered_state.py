@@ -69,7 +69,7 @@ class Shared:
         """
         store = self.hot.store
         thread_id = dropped.thread_id
-        with store.lock:
+        with store.exclusive():
             if store.last_used(thread_id) is None:
                 self.residency.forget_stored(thread_id)
                 store.forget_tombstone(thread_id)
@@ -101,7 +101,7 @@ def read_stats(shared: Shared) -> TieredStats:
     """
     counters, health, dirty = shared.counters, shared.health, shared.dirty
     hot = shared.hot.stats()
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         return TieredStats(
             hot=hot,
             write=shared.write,
@@ -159,5 +159,5 @@ def count_rejection(shared: Shared, limit: str) -> None:
 
     Runtime complexity: O(1).
     """
-    with shared.hot.store.lock:
+    with shared.hot.store.exclusive():
         shared.counters.rejections[limit] += 1

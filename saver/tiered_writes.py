@@ -133,7 +133,7 @@ def through_put(
     it references that the hot copy lacks: ``encode_missing``), or the thread leaves memory (a store-wide
     limit). Runtime complexity: that of ``Store.put_checkpoint``."""
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
@@ -158,7 +158,7 @@ def through_put_writes(
     """Write-through, after the durable tier acknowledged: the hot tier takes the writes, or the thread
     leaves memory. Runtime complexity: that of ``Store.put_writes``."""
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
@@ -207,7 +207,7 @@ def back_put(
     Runtime complexity: that of ``Store.put_checkpoint``, plus O(c + w log w) to read back its c values.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         refuse_deleted(shared, thread_id, record.parent_id)
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
@@ -257,7 +257,7 @@ def back_put_writes(
     Runtime complexity: that of ``Store.put_writes``.
     """
     store = shared.hot.store
-    with store.lock:
+    with store.exclusive():
         refuse_deleted(shared, thread_id, checkpoint_id)
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)

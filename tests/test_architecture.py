@@ -133,3 +133,20 @@ def test_only_the_store_takes_the_lock() -> None:
         if isinstance(node, ast.Attribute) and node.attr == "lock"
     ]
     assert offenders == []
+
+
+def test_the_saver_never_takes_the_store_s_lock_itself() -> None:
+    """A layer built on the store holds its lock through ``Store.exclusive()``, never ``store.lock`` directly:
+    store.py stays the one module that takes it."""
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for path in PACKAGES["saver"].glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "lock"
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "store")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "store")
+        )
+    ]
+    assert offenders == []
