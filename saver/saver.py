@@ -169,6 +169,8 @@ class BoundedInMemorySaver(
     # --- context managers (nothing to open or close) ---------------------------------------
 
     def __enter__(self) -> BoundedInMemorySaver:
+        """Enter, (re)starting the background work ``close()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
         return self
 
     def __exit__(
@@ -180,6 +182,8 @@ class BoundedInMemorySaver(
         self.close()
 
     async def __aenter__(self) -> BoundedInMemorySaver:
+        """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
         return self
 
     async def __aexit__(

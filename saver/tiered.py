@@ -221,6 +221,8 @@ class TieredSaver(
     # --- context managers and lifetime -------------------------------------------------------------------------
 
     def __enter__(self) -> TieredSaver:
+        """Enter, (re)starting the background work ``close()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
         return self
 
     def __exit__(
@@ -232,6 +234,8 @@ class TieredSaver(
         self.close()
 
     async def __aenter__(self) -> TieredSaver:
+        """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
         return self
 
     async def __aexit__(

@@ -577,6 +577,16 @@ def test_write_back_flushes_periodically(db: Path) -> None:
     tiered.close()
 
 
+def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
+    """close() stops the periodic flush; entering the saver as a context again starts it (it did not)."""
+    tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=0.01)
+    tiered.close()
+    with tiered:
+        put_chain(tiered, "a", 2)
+        _wait_for(lambda: tiered.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+        assert len(tuples(sqlite_durable(db), "a")) == 2
+
+
 def test_write_back_backpressure_refuses_with_the_durable_failure_then_recovers(db: Path) -> None:
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable, write="back", max_dirty_bytes=2_000, flush_interval_seconds=float("inf"))
