@@ -82,7 +82,12 @@ def run_workload(app: CompiledStateGraph[Chat, Any, Chat, Chat], clock: ManualCl
 def show(title: str, stats: StoreStats) -> None:
     print(f"\n{title}")
     for name, value in vars(stats).items():
-        shown = dict(value) if isinstance(value, dict) else f"{value:,}"
+        if isinstance(value, dict):
+            shown = str(dict(value))
+        elif isinstance(value, (int, float)):
+            shown = f"{value:,}"
+        else:
+            shown = str(value)
         print(f"  {name:<22} {shown}")
 
 
