@@ -1,6 +1,7 @@
 """Tiered storage measured: the bounded store as a hot tier over PostgreSQL and SQLite, against each alone.
 
-Usage: ``python benchmarks/tiered.py [--rounds 15] [--json results.json]`` (about three minutes).
+Usage: ``python benchmarks/tiered.py [--rounds 15] [--apart-rounds 7] [--apart-only] [--json results.json]``
+(about fifteen minutes with the defaults; ``--apart-only`` measures write-back alone, about three).
 
 Savers, each over its own data (a throwaway PostgreSQL 15 started from the distribution's binaries,
 listening on 127.0.0.1 with ``fsync`` on, as the issue measured; a SQLite file in a temporary
@@ -31,7 +32,10 @@ Write-back flushes in a background thread of its process, whose work competes wi
 process runs: measured beside the other savers, it would slow their batches and flatter its own. So
 the write-back savers are measured apart, each round in fresh processes taking turns (``ours``,
 ``tiered-pg-back``, ``tiered-sqlite-back``), each running graph turns for ``--seconds`` (long enough
-for its periodic flushes to happen inside the window) and then its hot reads, its flusher running.
+for its periodic flushes to happen inside the window), with hot reads after each turn, its flusher
+running. A turn's median, mean and 95th percentile are reported: the median hides the few turns that
+wait for a flush once ``max_dirty_bytes`` is reached (backpressure), the mean does not, and the
+counters printed at the end say how many waited and for how long in all.
 """
 
 from __future__ import annotations
@@ -255,6 +259,10 @@ RATIOS = [  # (what, numerator, denominator, operation, target)
 APART_RATIOS = [  # measured in processes of their own
     ("write-back turn / ours", "tiered-pg-back", "ours", "graph turn", 1.15),
     ("write-back turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "graph turn", 1.15),
+    ("write-back mean turn / ours", "tiered-pg-back", "ours", "mean turn", None),
+    ("write-back mean turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "mean turn", None),
+    ("write-back p95 turn / ours", "tiered-pg-back", "ours", "p95 turn", None),
+    ("write-back p95 turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "p95 turn", None),
     ("write-back CPU per turn, flushes included / ours", "tiered-pg-back", "ours", "CPU per turn", None),
     ("write-back CPU per turn (SQLite tier) / ours", "tiered-sqlite-back", "ours", "CPU per turn", None),
     ("write-back hot get_tuple / ours", "tiered-pg-back", "ours", "get_tuple", 1.2),
@@ -279,7 +287,15 @@ def summarize(rounds: list[dict[tuple[str, str], float]], ratios: list[tuple[Any
 
 def table(summary: dict[str, Any]) -> str:
     names = list(dict.fromkeys(key.split(" | ")[0] for key in summary["medians"]))
-    operations_ = ["graph turn", "get_tuple", "list(limit=20)", "cold get_tuple", "CPU per turn"]
+    operations_ = [
+        "graph turn",
+        "mean turn",
+        "p95 turn",
+        "get_tuple",
+        "list(limit=20)",
+        "cold get_tuple",
+        "CPU per turn",
+    ]
     operations_ = [operation for operation in operations_ if any(key.endswith(operation) for key in summary["medians"])]
     lines = ["| saver | " + " | ".join(operations_) + " |", "| --- |" + " --- |" * len(operations_)]
     for name in names:
@@ -320,6 +336,8 @@ def _counters(saver: TieredSaver) -> dict[str, Any]:
         "flushes": stats.flushes,
         "flushed_writes": stats.flushed_writes,
         "flush_ms_each": round(stats.flush_seconds / max(stats.flushes, 1) * 1000, 3),
+        "backpressure_waits": stats.backpressure_waits,
+        "backpressure_ms": round(stats.backpressure_seconds * 1000, 1),
         "validation_ms_each": round(stats.validation_seconds / max(stats.validations, 1) * 1000, 3),
         "hot_threads": stats.hot.threads,
     }
@@ -352,6 +370,8 @@ def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: f
         counters = _counters(saver) if isinstance(saver, TieredSaver) else {}  # closing flushes the rest
         return {
             "graph turn": statistics.median(turns),
+            "mean turn": statistics.fmean(turns),  # the median hides turns that waited for a flush
+            "p95 turn": statistics.quantiles(turns, n=20)[-1] if len(turns) > 1 else turns[0],
             "CPU per turn": (time.process_time() - cpu) / len(turns),
             "get_tuple": statistics.median(gets),
             "list(limit=20)": statistics.median(lists),
@@ -359,6 +379,9 @@ def worker(name: str, conninfo: str | None, seconds: float, reads: int, pause: f
             "counters": counters,
         }
 
+
+APART_OPERATIONS = ("graph turn", "mean turn", "p95 turn", "CPU per turn", "get_tuple", "list(limit=20)")
+"""What a write-back worker reports, per process."""
 
 READS_PER_TURN = 5
 """Hot ``get_tuple`` calls a write-back worker times after each turn."""
@@ -377,7 +400,7 @@ def measure_apart(conninfo: str | None, rounds: int, *, seconds: float, reads: i
             command += ["--reads", str(reads), "--pause", str(pause)] + (["--conninfo", conninfo] if conninfo else [])
             done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
             report = json.loads(done.stdout.strip().splitlines()[-1])
-            for operation in ("graph turn", "CPU per turn", "get_tuple", "list(limit=20)"):
+            for operation in APART_OPERATIONS:
                 timings[(name, operation)] = report[operation]
             counters[name] = {**report["counters"], "turns": report["turns"]}
         results.append(timings)
@@ -390,6 +413,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="graph turns per batch")
     parser.add_argument("--reads", type=int, default=200, help="get_tuple calls per batch (a tenth for list)")
     parser.add_argument("--cold", type=int, default=20, help="cold reads per batch")
+    parser.add_argument("--apart-only", action="store_true", help="measure only the write-back processes")
     parser.add_argument("--apart-rounds", type=int, default=7, help="rounds of the write-back processes")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of turns per write-back process")
     parser.add_argument(
@@ -405,23 +429,29 @@ def main() -> None:
         print(json.dumps(found))
         return
     options = {"seconds": arguments.seconds, "reads": arguments.reads}
+    in_process = {
+        "rounds": arguments.rounds,
+        "turns": arguments.turns,
+        "reads": arguments.reads,
+        "cold": arguments.cold,
+    }
     try:
         with postgres() as conninfo:
-            summary = measure(
-                conninfo, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold
-            )
+            summary = None if arguments.apart_only else measure(conninfo, **in_process)
             apart = {
                 pause: measure_apart(conninfo, arguments.apart_rounds, pause=pause, **options)
                 for pause in arguments.pauses
             }
     except ServerUnavailable as error:
         print(f"NO POSTGRESQL SERVER COULD BE STARTED ({error}): measuring the SQLite tier only")
-        summary = measure(None, arguments.rounds, turns=arguments.turns, reads=arguments.reads, cold=arguments.cold)
+        summary = None if arguments.apart_only else measure(None, **in_process)
         apart = {
             pause: measure_apart(None, arguments.apart_rounds, pause=pause, **options) for pause in arguments.pauses
         }
-    print(table(summary))
-    counters = dict(summary["counters"])
+    counters = {}
+    if summary is not None:
+        print(table(summary))
+        counters.update(summary["counters"])
     for pause, found in apart.items():
         print(f"\nWrite-back apart, turns {pause * 1000:g} ms apart:\n")
         print(table(found))

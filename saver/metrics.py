@@ -24,8 +24,8 @@ Every name starts with ``langgraph_checkpoint_bounded_``:
   ``drop_hook_errors_total``.
 
 A ``TieredSaver`` exports the same metrics for its hot tier, and ``tiered_*`` ones of its own
-(``tiered_info{write,coherence,durable}``, hits, misses and admissions, write-back's flushes, spills
-and their seconds, dirty bytes, the durable tier's calls and errors, coherence checks).
+(``tiered_info{write,coherence,durable}``, hits, misses and admissions, write-back's flushes, spills,
+backpressure waits and their seconds, dirty bytes, the durable tier's calls and errors, coherence checks).
 
 A registry exports one saver: its metric names carry no saver label. Registering the same saver
 again (or a ``with_allowlist()`` copy of it, which shares its store) returns the collector already
@@ -177,6 +177,12 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _counter("tiered_flush_failures", "Flushes the durable tier failed.", stats.flush_failures)
     yield _counter("tiered_spills", "Threads evicted with unflushed writes, flushed then.", stats.spills)
     yield _counter("tiered_spill_seconds", "Time spent flushing evicted threads.", stats.spill_seconds)
+    yield _counter(
+        "tiered_backpressure_waits",
+        "Write-back writes that waited for a flush (max_dirty_bytes).",
+        stats.backpressure_waits,
+    )
+    yield _counter("tiered_backpressure_seconds", "Time writes waited for room.", stats.backpressure_seconds)
     yield _counter("tiered_durable_calls", "Calls made to the durable saver.", stats.durable_calls)
     yield _counter("tiered_durable_errors", "Calls to the durable saver that raised.", stats.durable_errors)
     yield _counter("tiered_validations", "Coherence checks made (coherence='validate').", stats.validations)

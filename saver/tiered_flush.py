@@ -49,7 +49,9 @@ def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
 
     Returns False for a write that still does not fit (larger than the bound
     by itself, or other writers filled it again): it is written through
-    instead, durable first, after the thread's own unflushed writes.
+    instead, durable first, after the thread's own unflushed writes. A write
+    that had to wait is counted, with its wait, in ``stats()``
+    (``backpressure_waits``, ``backpressure_seconds``).
 
     Raises:
         CheckpointCapacityError: The flush failed, so nothing more fits; names the durable failure.
@@ -57,6 +59,20 @@ def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
     Runtime complexity: O(1) when it fits; else up to ``DIRTY_ROOM_ATTEMPTS`` rounds of flushes (one durable
     write per unflushed item flushed).
     """
+    shared = tiers.shared
+    if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
+        return True
+    start = time.perf_counter()
+    try:
+        return _make_room(tiers, thread_id, needed)
+    finally:
+        with shared.hot.store.exclusive():
+            shared.counters.backpressure_waits += 1
+            shared.counters.backpressure_seconds += time.perf_counter() - start
+
+
+def _make_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
+    """``dirty_room`` once the write does not fit: flush the threads dirty longest until it does."""
     shared = tiers.shared
     for _ in range(DIRTY_ROOM_ATTEMPTS):
         if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:

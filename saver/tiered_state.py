@@ -120,6 +120,8 @@ def read_stats(shared: Shared) -> TieredStats:
             flush_failures=counters.flush_failures,
             spills=counters.spills,
             spill_seconds=counters.spill_seconds,
+            backpressure_waits=counters.backpressure_waits,
+            backpressure_seconds=counters.backpressure_seconds,
             durable_calls=health.calls,
             durable_errors=health.errors,
             last_durable_error=health.last_error,

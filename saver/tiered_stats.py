@@ -40,6 +40,9 @@ class TieredStats:
         flush_failures: Flushes the durable tier failed (the writes stay in memory).
         spills: Threads evicted from the hot tier with unflushed writes, flushed then.
         spill_seconds: Time spent flushing them.
+        backpressure_waits: Write-back writes that waited for a flush to fit under ``max_dirty_bytes``
+            (the durable tier takes writes slower than they come).
+        backpressure_seconds: Time those writes waited, in all.
         durable_calls: Calls made to the durable saver.
         durable_errors: Calls that raised.
         last_durable_error: The last of them, as ``ExceptionType: message``, or None.
@@ -67,6 +70,8 @@ class TieredStats:
     flush_failures: int
     spills: int
     spill_seconds: float
+    backpressure_waits: int
+    backpressure_seconds: float
     durable_calls: int
     durable_errors: int
     last_durable_error: str | None
@@ -92,6 +97,8 @@ class Counters:
     flush_failures: int = 0
     spills: int = 0
     spill_seconds: float = 0.0
+    backpressure_waits: int = 0
+    backpressure_seconds: float = 0.0
     validations: int = 0
     stale: int = 0
     validation_seconds: float = 0.0

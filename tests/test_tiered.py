@@ -587,6 +587,22 @@ def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
         assert len(tuples(sqlite_durable(db), "a")) == 2
 
 
+def test_write_back_backpressure_flushes_first_and_counts_the_wait(db: Path) -> None:
+    """Writes coming faster than the bound allows wait for a flush, and stats() says how often and how long."""
+    roomy = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=float("inf"))
+    put_chain(roomy, "roomy", 20)
+    assert roomy.stats().backpressure_waits == 0 and roomy.stats().backpressure_seconds == 0
+    roomy.close()
+    tiered = TieredSaver(sqlite_durable(db), write="back", max_dirty_bytes=2_000, flush_interval_seconds=float("inf"))
+    put_chain(tiered, "a", 20)
+    waited = tiered.stats()
+    assert waited.dirty_bytes <= 2_000 and waited.flushes >= 1
+    assert waited.backpressure_waits >= 1 and waited.backpressure_seconds > 0
+    assert 1 <= len(tuples(sqlite_durable(db), "a")) < 20  # flushed to make room, before any flush() or close()
+    tiered.close()
+    assert tuples(sqlite_durable(db), "a") == tuples(tiered, "a")
+
+
 def test_write_back_backpressure_refuses_with_the_durable_failure_then_recovers(db: Path) -> None:
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable, write="back", max_dirty_bytes=2_000, flush_interval_seconds=float("inf"))
