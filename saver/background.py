@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from abc import abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from types import TracebackType
+from typing import Generic, Self, TypeVar
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JobHealth", "Periodic"]
+__all__ = ["JobHealth", "Periodic", "Resumable"]
 
 Owner = TypeVar("Owner")
 
@@ -124,3 +127,53 @@ class Periodic(Generic[Owner]):
                 logger.exception("%s failed on stopping", self._name)
                 self.health.failed(error)
                 raise
+
+
+class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager["Resumable"]):
+    """A saver as a context manager, sync and async: entering (re)starts its background work, leaving closes it.
+
+    ``close()`` stops the work and ``resume()`` starts it again, so a saver closed
+    once and entered again works as new (its periodic jobs run). Subclasses
+    define ``resume``, ``close`` and ``aclose``; both savers share this one protocol.
+    """
+
+    @abstractmethod
+    def resume(self) -> None:
+        """Start the background work ``close()`` stopped."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop the background work and finish what it owes."""
+        raise NotImplementedError
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """``close()`` for async callers."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        """Enter, (re)starting the background work ``close()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
+        self.resume()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -11,9 +11,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import Any
 from uuid import UUID
 
@@ -30,7 +28,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import announcing, codec, payload_tags, snapshot
-from .background import JobHealth, Periodic
+from .background import JobHealth, Periodic, Resumable
 from .config import InMemoryCheckpointConfig
 from .engine import (
     ChannelHistory,
@@ -107,11 +105,7 @@ PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the 
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
 
 
-class BoundedInMemorySaver(
-    BaseCheckpointSaver[str],
-    AbstractContextManager["BoundedInMemorySaver"],
-    AbstractAsyncContextManager["BoundedInMemorySaver"],
-):
+class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     """An in-memory checkpointer with limits, LRU eviction and idle expiry.
 
     A drop-in for LangGraph's ``InMemorySaver``: pass it to
@@ -166,33 +160,7 @@ class BoundedInMemorySaver(
         self.sweep_health = JobHealth()
         self.resume()
 
-    # --- context managers (nothing to open or close) ---------------------------------------
-
-    def __enter__(self) -> BoundedInMemorySaver:
-        """Enter, (re)starting the background work ``close()`` stopped (``resume``). Runtime complexity: O(1)."""
-        self.resume()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> BoundedInMemorySaver:
-        """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
-        self.resume()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    # --- lifetime (entered and left as a context: background.Resumable) ------------------------
 
     @announcing.announces
     def close(self) -> None:

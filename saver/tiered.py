@@ -62,9 +62,7 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -78,7 +76,7 @@ from langgraph.checkpoint.base import (
 )
 
 from . import codec, tiered_flush, tiered_read_through, tiered_reads, tiered_removal, tiered_writes
-from .background import Periodic
+from .background import Periodic, Resumable
 from .config import InMemoryCheckpointConfig
 from .coordination import ThreadDeletedError
 from .durable import DurableTier
@@ -114,11 +112,7 @@ __all__ = [
 ]
 
 
-class TieredSaver(
-    BaseCheckpointSaver[str],
-    AbstractContextManager["TieredSaver"],
-    AbstractAsyncContextManager["TieredSaver"],
-):
+class TieredSaver(BaseCheckpointSaver[str], Resumable):
     """A bounded in-memory hot tier over any durable LangGraph checkpointer.
 
     Pass it to ``graph.compile(checkpointer=...)``. Reads of threads in memory
@@ -218,33 +212,7 @@ class TieredSaver(
     def __repr__(self) -> str:
         return f"TieredSaver({self._tiers.durable.name}, write={self.write!r}, coherence={self.coherence!r})"
 
-    # --- context managers and lifetime -------------------------------------------------------------------------
-
-    def __enter__(self) -> TieredSaver:
-        """Enter, (re)starting the background work ``close()`` stopped (``resume``). Runtime complexity: O(1)."""
-        self.resume()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> TieredSaver:
-        """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
-        self.resume()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    # --- lifetime (entered and left as a context: background.Resumable) ----------------------------------------
 
     def resume(self) -> None:
         """Start the background work: write-back's periodic flush, and the hot tier's expiry sweep when
