@@ -449,7 +449,6 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
 
     # --- writes ----------------------------------------------------------------------------------
 
-    @announcing.announces
     def put(
         self,
         config: RunnableConfig,
@@ -468,6 +467,22 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         move); plus, when it happens, the eviction or expiry of other threads
         (``engine.Store.put_checkpoint``).
         """
+        # announcing.announces by hand, its twin: positional arguments cost half what the generic
+        # wrapper's *args and **kwargs do, on every write (tests/test_hot_path_copies.py)
+        try:
+            return self._put(config, checkpoint, metadata, new_versions)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` without delivering the threads it dropped: the body ``put`` and ``aput`` share."""
         # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
         section = config.get("configurable") if type(config) is dict else None
         if (
@@ -486,7 +501,6 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}
         }
 
-    @announcing.announces
     def put_writes(
         self,
         config: RunnableConfig,
@@ -504,6 +518,22 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         they happen, the eviction or expiry of other threads and the pruning of
         a namespace (``engine.Store.put_writes``).
         """
+        # announcing.announces by hand, as in put
+        try:
+            self._put_writes(config, writes, task_id, task_path)
+        finally:
+            if self.store.announcements.queue:
+                announcing.deliver(self.store.announcements)
+
+    def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """``put_writes`` without delivering the threads it dropped: the body ``put_writes`` and ``aput_writes``
+        share."""
         # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
         section = config.get("configurable") if type(config) is dict else None
         if (
@@ -673,10 +703,9 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """Async ``prune``, in a worker thread: it walks whole threads."""
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
-    # The sync bodies the async twins run, without the sync delivery (they deliver asynchronously).
+    # The sync bodies the async twins run, without the sync delivery (they deliver asynchronously);
+    # put's and put_writes' are methods of their own (_put, _put_writes), their wrappers written by hand.
     _close = announcing.unannounced(close)
-    _put = announcing.unannounced(put)
-    _put_writes = announcing.unannounced(put_writes)
     _copy_thread = announcing.unannounced(copy_thread)
 
     # --- internals ----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def a_thread_mid_conversation() -> tuple[BoundedInMemorySaver, dict[str, Any], d
 
 
 def test_a_put_on_an_existing_thread_runs_four_frames_of_ours() -> None:
-    """The delivery wrapper, ``put`` (locate's fast path inline), ``encode_checkpoint``, ``Store.put_checkpoint``."""
+    """``put`` (delivery), ``_put`` (locate's fast path inline), ``encode_checkpoint``, ``Store.put_checkpoint``."""
     ours, stored, following = a_thread_mid_conversation()
     metadata = {"source": "loop", "step": 1, "run_id": "r"}
     new_versions = {"messages": "2.0", "count": "2.0", "branch:to:node": "2.0"}
@@ -63,8 +63,8 @@ def test_a_put_on_an_existing_thread_runs_four_frames_of_ours() -> None:
     assert ours.stats().checkpoints == 3, "the puts did not happen"
     assert sum(entered.values()) == 4, entered
     assert set(entered) == {
-        "announces.<locals>.call",
         "BoundedInMemorySaver.put",
+        "BoundedInMemorySaver._put",
         "encode_checkpoint",
         "Store.put_checkpoint",
     }
@@ -93,8 +93,8 @@ def test_a_put_writes_of_two_writes_runs_four_frames_of_ours() -> None:
     assert ours.stats().pending_writes == 2, "the writes were not stored"
     assert sum(entered.values()) == 4, entered
     assert set(entered) == {
-        "announces.<locals>.call",
         "BoundedInMemorySaver.put_writes",
+        "BoundedInMemorySaver._put_writes",
         "encode_writes",
         "Store.put_writes",
     }

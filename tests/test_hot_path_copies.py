@@ -2,7 +2,9 @@
 
 Each copy is labelled where it stands ("the rule of identifiers.check_identifier, inline",
 "locations.locate's fast path, inline"). Here the same identifiers, versions, limits and configs
-go through every copy and through the original, and must be accepted or refused alike.
+go through every copy and through the original, and must be accepted or refused alike; and
+``put`` and ``put_writes``, which deliver dropped threads as ``announcing.announces`` does but written
+out by hand, deliver the same drops as their bodies under that wrapper.
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ from typing import Any
 
 import pytest
 
-from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded import (
+    BoundedInMemorySaver,
+    CheckpointCapacityError,
+    InMemoryCheckpointConfig,
+    announcing,
+)
 from langgraph.checkpoint.bounded.engine import CheckpointRecord, Store, StoreLimits, WriteRecord, identifiers
 from langgraph.checkpoint.bounded.locations import locate
-from tests.helpers import make_checkpoint
+from tests.conftest import FakeClock
+from tests.helpers import config, make_checkpoint
 
 
 class Text(str):
@@ -219,3 +227,53 @@ def test_a_versions_tuple_of_odd_length_is_refused_as_check_versions_refuses_it(
         store.put_checkpoint("t", "", odd, {})
     with pytest.raises(ValueError, match="map each channel to one version"):
         identifiers.check_versions(set(), ("a", "b", "1"), LIMITS)
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> Any:
+    return config(thread_id, "", checkpoint_id)
+
+
+def _bodies_under_announces(saver: BoundedInMemorySaver) -> dict[str, Any]:
+    """``put``'s and ``put_writes``' bodies under the generic wrapper their hand-written delivery copies."""
+    return {
+        "put": announcing.announces(BoundedInMemorySaver._put).__get__(saver),
+        "put_writes": announcing.announces(BoundedInMemorySaver._put_writes).__get__(saver),
+    }
+
+
+@pytest.mark.parametrize("method", ["put", "put_writes"])
+@pytest.mark.parametrize("size", [10, 5_000], ids=["stored", "refused"])
+def test_put_and_put_writes_deliver_drops_as_announces_does(method: str, size: int) -> None:
+    """Their delivery is ``announcing.announces`` written out by hand: the same drops reach the hook before the
+    call returns or raises, with the same outcome, as through the generic wrapper."""
+    outcomes = []
+    for wrapped in (False, True):
+        clock = FakeClock()
+        delivered: list[str] = []
+        saver = BoundedInMemorySaver(
+            config=InMemoryCheckpointConfig(
+                idle_ttl_seconds=10,
+                max_checkpoint_bytes=1_000,
+                max_pending_write_bytes=1_000,
+                on_evict=lambda dropped, export, delivered=delivered: delivered.append(dropped.thread_id),
+            ),
+            clock=clock,
+        )
+        saver.put(_config("old"), make_checkpoint({"a": 1}, {"a": "1"}), {}, {"a": "1"})
+        clock.advance(11)  # "old" is due: the next write expires it, whether or not that write is stored
+        call = _bodies_under_announces(saver)[method] if wrapped else getattr(saver, method)
+        arguments: tuple[Any, ...] = (
+            (_config("new"), make_checkpoint({"a": "x" * size}, {"a": "1"}), {}, {"a": "1"})
+            if method == "put"
+            else (_config("new", "c1"), [("a", "x" * size)], "task")
+        )
+        try:
+            call(*arguments)
+            result = "stored"
+        except CheckpointCapacityError as error:
+            result = f"refused: {error.limit}"
+        outcomes.append((result, list(delivered), saver.stats().threads))
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0][1] == ["old"], outcomes  # delivered before the call returned or raised
+    limit = "max_checkpoint_bytes" if method == "put" else "max_pending_write_bytes"
+    assert outcomes[0][0] == ("stored" if size == 10 else f"refused: {limit}")
