@@ -292,16 +292,23 @@ def measure(limit_name: str, limit: int, size: int) -> dict[str, float]:
     """The traced heap from one fresh process, resident memory from another, untraced."""
 
     def run(trace: str) -> dict[str, float]:
-        command = [sys.executable, __file__, "--worker", limit_name, str(limit), str(size), trace]
-        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        return _worker([sys.executable, __file__, "--worker", limit_name, str(limit), str(size), trace])
 
     return {**run("trace"), "rss_over_limit": run("rss")["rss_over_limit"]}
 
 
 def measure_shape(name: str, limit: int) -> dict[str, float]:
     """One shape, in a fresh process."""
-    command = [sys.executable, __file__, "--shape-worker", name, str(limit)]
-    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    return _worker([sys.executable, __file__, "--shape-worker", name, str(limit)])
+
+
+def _worker(command: list[str]) -> dict[str, float]:
+    """A worker's report; a worker that failed (a refusal to measure another checkout's saver included)
+    stops the run with its own error, not only its exit status."""
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the worker {command[2:]} failed:\n{done.stderr.strip()}")
+    return json.loads(done.stdout)
 
 
 def main() -> None:

@@ -3,11 +3,13 @@
 LangGraph's Agent Server (``langgraph dev``, langgraph-api) names it in ``langgraph.json``
 with the dotted path form, the one its loader imports as a module::
 
-    {"graphs": {"agent": "./graph.py:graph"}, "checkpointer": {"path": "saver.serving.checkpointer"}}
+    {"graphs": {"agent": "./graph.py:graph"},
+     "checkpointer": {"path": "langgraph.checkpoint.bounded.serving.checkpointer"}}
 
 (``./my_checkpointer.py:checkpointer`` works too, for a file of your own that does
-``from saver.serving import checkpointer``; ``saver.serving:checkpointer`` does not: see the
-README's "Serving".) fastapi-langgraph-server takes the saver itself::
+``from langgraph.checkpoint.bounded.serving import checkpointer``;
+``langgraph.checkpoint.bounded.serving:checkpointer`` does not: see the README's "Serving".)
+fastapi-langgraph-server takes the saver itself::
 
     create_app(StandaloneAppConfig(assistants=..., checkpointer=shared_saver()))
 
@@ -428,7 +430,13 @@ def open_durable(url: str) -> Any:
     """
     variable = f"{ENV_PREFIX}DURABLE"
     if url.lower() == "sqlite" or url.startswith("sqlite:///"):
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        try:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+        except ImportError as error:
+            raise ServingConfigError(
+                f"{variable} names SQLite, which needs langgraph-checkpoint-sqlite "
+                f"(pip install 'langgraph-checkpoint-bounded[tiered]'): {error}"
+            ) from None
 
         path = EMBEDDED_SQLITE_FILE if url.lower() == "sqlite" else url[len("sqlite:///") :]
         folder = os.path.dirname(os.path.abspath(path))
@@ -515,7 +523,7 @@ async def checkpointer() -> AsyncIterator[BoundedInMemorySaver | TieredSaver]:
     entry to exit closes it (one last autosave); the next entry resumes autosaving.
 
     Example:
-        ``{"checkpointer": {"path": "saver.serving.checkpointer"}}`` in ``langgraph.json``.
+        ``{"checkpointer": {"path": "langgraph.checkpoint.bounded.serving.checkpointer"}}`` in ``langgraph.json``.
 
     Raises:
         ServingConfigError: A ``BOUNDED_SAVER_*`` variable is unknown or invalid.

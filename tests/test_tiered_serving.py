@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,21 @@ def test_a_durable_tier_excludes_snapshots_and_the_eviction_hook(
 def test_a_sqlite_file_in_a_missing_folder_stops_the_start(tmp_path: Path) -> None:
     with pytest.raises(ServingConfigError, match=r"BOUNDED_SAVER_DURABLE: the folder of .* does not exist"):
         open_durable(f"sqlite:///{tmp_path}/missing/threads.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "missing", "named"),
+    [
+        ("sqlite", "langgraph.checkpoint.sqlite", "SQLite"),
+        ("postgresql://app@localhost/threads", "langgraph.checkpoint.postgres", "PostgreSQL"),
+    ],
+)
+def test_a_durable_tier_without_its_extra_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, url: str, missing: str, named: str
+) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # as if the [tiered] extra were not installed
+    with pytest.raises(ServingConfigError, match=rf"BOUNDED_SAVER_DURABLE names {named}, which needs .*\[tiered\]"):
+        open_durable(url)
 
 
 def test_an_unreachable_postgres_stops_the_start_without_showing_its_password(
