@@ -512,6 +512,9 @@ def read(path: str | os.PathLike[str], key: bytes | None = None, *, allow_unsign
     return decode(Path(path).read_bytes(), key, allow_unsigned=allow_unsigned)
 
 
+PID_LIMIT = 4_194_304
+"""No process id is larger (Linux's ``PID_MAX_LIMIT``; other systems' are lower): a larger number is a name."""
+
 STALE_UNNAMED_SECONDS = 600
 """A temporary file of the older naming (no pid) is stale once untouched this long: a save takes seconds."""
 
@@ -537,11 +540,14 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     except OSError:
         return removed
     for candidate in candidates:
-        middle = candidate.name[len(prefix) : -len(".tmp")]
-        pid_text, dot, _ = middle.partition(".")
+        # ".<target>.<pid>.<random>.tmp" or ".<target>.<random>.tmp", the random part without dots: a file
+        # with more parts belongs to another target whose name extends this one ("state" and "state.2024").
+        parts = candidate.name[len(prefix) : -len(".tmp")].split(".")
+        if len(parts) > 2 or not all(parts):
+            continue
         try:
-            if dot and pid_text.isdigit():
-                if not _dead(int(pid_text)):
+            if len(parts) == 2:
+                if not parts[0].isdigit() or int(parts[0]) > PID_LIMIT or not _dead(int(parts[0])):
                     continue
             elif time.time() - candidate.stat().st_mtime < STALE_UNNAMED_SECONDS:
                 continue

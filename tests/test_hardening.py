@@ -183,11 +183,21 @@ def test_temporary_files_a_killed_writer_left_are_removed_at_the_next_save(tmp_p
     fresh_unnamed.write_bytes(b"z")
     other_target = tmp_path / f".other.snapshot.{dead_pid}.abc.tmp"
     other_target.write_bytes(b"o")
+    # targets whose names extend this one's ("state.snapshot.20240101"): their writers' files are theirs
+    extended = [
+        tmp_path / f".state.snapshot.20240101.{dead_pid}.abc123.tmp",
+        tmp_path / f".state.snapshot.{dead_pid + 1}.{dead_pid}.abc123.tmp",
+        tmp_path / ".state.snapshot.20240101.q1w2e3.tmp",
+    ]
+    for path in extended:
+        path.write_bytes(b"e")
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
     saver = BoundedInMemorySaver()
     put(saver, "t", {"a": 1})
     saver.save(target)
     assert not left.exists() and not old_unnamed.exists()
     assert live.exists() and fresh_unnamed.exists() and other_target.exists()
+    assert all(path.exists() for path in extended)
     left.write_bytes(b"again")
     BoundedInMemorySaver.load(target)  # a load cleans up too
     assert not left.exists() and target.exists()
