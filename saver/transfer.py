@@ -28,7 +28,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .locations import configurable
+from .locations import configurable, normalize_ids
 
 __all__ = [
     "copy_threads",
@@ -42,10 +42,13 @@ def copy_threads(source: BaseCheckpointSaver[Any], target: BaseCheckpointSaver[A
     holds, its metadata and parent link, then its pending writes, task by task
     in their stored order. Returns how many checkpoints were copied.
 
+    Raises:
+        ValueError: ``thread_ids`` is a lone string (not split into characters) or holds an invalid id.
+
     Runtime complexity: O(size of the threads), plus the two savers' own costs.
     """
     copied = 0
-    for thread_id in thread_ids:
+    for thread_id in normalize_ids("thread_ids", thread_ids):
         tuples = sorted(
             source.list({"configurable": {"thread_id": thread_id}}),
             key=lambda t: configurable(t.config)["checkpoint_id"],

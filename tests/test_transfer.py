@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
@@ -69,6 +70,16 @@ def test_a_delta_channel_history_rebuilds_on_the_target(sqlite_saver) -> None:
 
 def test_missing_threads_copy_nothing(sqlite_saver) -> None:
     assert copy_threads(BoundedInMemorySaver(), sqlite_saver, ["nobody"]) == 0
+
+
+def test_a_lone_string_of_ids_is_refused_not_split(sqlite_saver) -> None:
+    source = BoundedInMemorySaver()
+    for thread_id in ("a", "b", "abc"):
+        source.put({"configurable": {"thread_id": thread_id}}, empty_checkpoint(), {}, {})
+    with pytest.raises(ValueError, match="thread_ids must be a sequence of ids, got str"):
+        copy_threads(source, sqlite_saver, "abc")
+    assert list(sqlite_saver.list(None)) == []
+    assert copy_threads(source, sqlite_saver, ["abc"]) == 1
 
 
 # --- a real PostgreSQL server ---------------------------------------------------------------------
