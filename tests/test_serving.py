@@ -97,6 +97,8 @@ def archive(dropped: object, export: object) -> None:
         ("BOUNDED_SAVER_MAX_TOTAL_BYTES", "64MiB", "is '64MiB': expected a whole number of bytes"),
         ("BOUNDED_SAVER_IDLE_TTL_SECONDS", "soon", "is 'soon': expected a number of seconds"),
         ("BOUNDED_SAVER_IDLE_TTL_SECONDS", "nan", "idle_ttl_seconds must be a positive number, got nan"),
+        ("BOUNDED_SAVER_IDLE_TTL_SECONDS", "1e400", "too large to be a number of seconds; inf lifts the limit"),
+        ("BOUNDED_SAVER_EVICTION_GRACE_SECONDS", "9" * 5000, "too large to be a number of seconds"),
         ("BOUNDED_SAVER_ON_CHECKPOINT_LIMIT", "drop", "is 'drop': expected one of reject, prune_oldest"),
         ("BOUNDED_SAVER_ON_EVICT", "tests.test_serving.archive", "expected an import path package.module:attribute"),
         ("BOUNDED_SAVER_ON_EVICT", "no_such_module:hook", "Importing 'no_such_module' failed: ModuleNotFoundError"),
