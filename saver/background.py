@@ -77,7 +77,7 @@ class Periodic(Generic[Owner]):
         self._job = job
         self._interval = interval
         self._name = name
-        self._final = final
+        self.final = final
         self.health = health
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,7 +119,7 @@ class Periodic(Generic[Owner]):
         if self._thread is not None:
             self._thread.join()
         owner = self._owner()
-        if self._final and owner is not None:
+        if self.final and owner is not None:
             try:
                 self._job(owner)
                 self.health.runs += 1
@@ -133,7 +133,9 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
     """A saver as a context manager, sync and async: entering (re)starts its background work, leaving closes it.
 
     ``close()`` stops the work and ``resume()`` starts it again, so a saver closed
-    once and entered again works as new (its periodic jobs run). Subclasses
+    once and entered again works as new (its periodic jobs run). Leaving on an
+    exception, a failing ``close()`` is logged (and counted by the saver), and
+    the exception of the body goes on, not the close's. Subclasses
     define ``resume``, ``close`` and ``aclose``; both savers share this one protocol.
     """
 
@@ -163,7 +165,13 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc_value is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:  # the body's exception goes on: a failed close must not take its place
+            logger.exception("closing %r while leaving on %s failed", self, type(exc_value).__name__)
 
     async def __aenter__(self) -> Self:
         """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
@@ -176,4 +184,10 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        if exc_value is None:
+            await self.aclose()
+            return
+        try:
+            await self.aclose()
+        except Exception:  # as in __exit__
+            logger.exception("closing %r while leaving on %s failed", self, type(exc_value).__name__)

@@ -168,6 +168,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         dropped threads still queued for ``on_evict`` (those a cancelled caller left, say). The store
         stays usable, and ``resume()`` starts the work again.
 
+        With ``autosave_path``, every ``close()`` ends with a save, also one called again after the
+        work stopped: writes made after an earlier ``close()`` reach the file (a process-wide saver
+        written to after its server's lifespan closed it, then closed at interpreter exit).
+
         Raises:
             Exception: The last save failed (``OSError``, say); the background work is stopped anyway,
                 and the failure is counted in ``stats().autosave_failures``.
@@ -176,10 +180,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """
         failure: Exception | None = None
         with self._background_lock:
+            saved = any(job.final for job in self._background)  # stopping the autosave saves once more
             while self._background:
                 try:
                     self._background.pop().stop()
                 except Exception as error:
+                    failure = failure or error
+            if not saved and self.config.autosave_path is not None:
+                try:
+                    _autosave(self)
+                except Exception as error:
+                    self.autosave_health.failed(error)
                     failure = failure or error
         if failure is not None:
             raise failure

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import subprocess
@@ -270,6 +271,47 @@ def test_autosave_failures_are_counted_and_close_raises(tmp_path: Path) -> None:
     registry = CollectorRegistry()
     register_metrics(saver, registry)
     assert "langgraph_checkpoint_bounded_autosave_failures_total" in generate_latest(registry).decode()
+
+
+def test_writes_after_close_reach_the_file_at_the_next_close(tmp_path: Path) -> None:
+    """A second close() saves too: a process-wide saver written to after its server closed it, then closed at
+    interpreter exit, kept those writes out of the file (found in review)."""
+    path = tmp_path / "state.snapshot"
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(autosave_path=str(path), autosave_interval_seconds=60))
+    put(saver, "before", {"a": 1})
+    saver.close()
+    put(saver, "after", {"a": 2})
+    saver.close()
+    restored = BoundedInMemorySaver.load(path)
+    assert restored.store.thread_ids() == ["before", "after"]
+    assert restored.get_tuple(config("after")) == saver.get_tuple(config("after"))
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_leaving_a_context_on_an_exception_keeps_that_exception_when_the_last_save_fails(
+    tmp_path: Path, side: str
+) -> None:
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(autosave_path=str(folder / "state.snapshot"), autosave_interval_seconds=60)
+    )
+
+    async def leave_async() -> None:
+        async with saver:
+            folder.rmdir()
+            raise KeyError("the application's own error")
+
+    with pytest.raises(KeyError, match="the application's own error"):
+        if side == "async":
+            asyncio.run(leave_async())
+        else:
+            with saver:
+                folder.rmdir()
+                raise KeyError("the application's own error")
+    assert saver.stats().autosave_failures == 1  # the failed last save is counted (and logged), not raised
+    with pytest.raises(FileNotFoundError), saver:  # leaving without an exception, it raises as close() does
+        pass
 
 
 def test_a_saver_dropped_without_close_is_freed_and_its_threads_end() -> None:
