@@ -328,10 +328,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         The record keeps the newest checkpoint id the thread held. A thread started
         afresh since (a new run on its id) still has the record of its previous
         life: the writes of that life are refused with ``ThreadEvictedError``.
-        Call it before resuming a thread (``Command(resume=...)``): LangGraph
-        starts a dropped thread afresh, so a resume of one finds no interrupt to
-        answer. Records are kept for the last ``max_dropped_thread_records``
-        threads. Runtime complexity: O(1).
+        LangGraph starts a dropped thread afresh, so a resume (``Command(resume=...)``)
+        of one finds no interrupt to answer: check that the thread waits at one
+        (``graph.get_state(config).next``), and if it does not, this says why.
+        Records are kept for the last ``max_dropped_thread_records`` threads.
+        Runtime complexity: O(1).
         """
         return self.store.dropped_thread(normalize_id("thread_id", thread_id))
 
