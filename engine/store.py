@@ -636,6 +636,19 @@ class Store(State):
             space = None if thread is None else thread.namespaces.get(namespace)
             return space is not None and checkpoint_id in space.records
 
+    def peek(self, thread_id: str, namespace: str, checkpoint_id: str) -> CheckpointView | None:
+        """Read one stored checkpoint as it is: expires nothing, marks no thread as used, and reads a
+        thread idle past its TTL too (a layer built on the store reading back, under ``exclusive``,
+        what it has just stored, which a clock past the TTL must not turn into nothing).
+
+        Runtime complexity: O(c + w log w) to read its c channel values and w writes.
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            record = None if space is None else space.records.get(checkpoint_id)
+            return None if record is None else space.view(thread_id, namespace, record)  # type: ignore[union-attr]
+
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the store's lock across several calls, for a layer built on the store whose own state must

@@ -367,12 +367,18 @@ def _admit_list(tiers: Tiers, request: ListRequest, items: list[CheckpointTuple]
         if request.before_id is not None and not (has_suffix and (current is None or request.before_id >= current)):
             return  # a page below the hot suffix, with a gap: served, not admitted
         lowest = admissions[0].record.checkpoint_id
+        churn = store.pruned_count()
         for admission in admissions:
-            if has_suffix and (current is None or admission.record.checkpoint_id >= current):
+            checkpoint_id = admission.record.checkpoint_id
+            if has_suffix and (current is None or checkpoint_id >= current):
                 continue  # already hot
+            if was_alive and store.holds_checkpoint(thread_id, namespace, checkpoint_id):
+                continue  # hot below the floor a pruning raised: the hot copy holds its writes already
             if not _store_admitted(shared, thread_id, namespace, admission):
                 return
             shared.counters.admissions += 1
+        if store.pruned_count() != churn:
+            return  # rolling history dropped part of what came in: the thread's residency is forgotten
         floor = COMPLETE if exhausted else lowest
         if not was_alive:
             shared.residency.forget(thread_id)

@@ -76,7 +76,8 @@ class Fallback(NamedTuple):
 
     Attributes:
         refusal: The store-wide limit that refused it (a flush failure is raised as this refusal, naming
-            the durable failure), or None: writes acknowledged before it are no longer hot.
+            the durable failure), or None: writes acknowledged before it are no longer hot, or rolling
+            history pruned the checkpoint as it was stored (an id older than the ones kept).
     """
 
     refusal: CheckpointCapacityError | None
@@ -110,10 +111,19 @@ def _complete(
     record: CheckpointRecord,
     blobs: dict[BlobKey, Blob],
     encode_missing: ValueEncoder,
+    was_alive: bool,
 ) -> dict[BlobKey, Blob]:
-    """``blobs`` with the values the record references and the hot tier lacks (lock held). Runtime
-    complexity: O(channels), plus encoding what is missing (only when the hot copy is partial)."""
-    missing = store.missing_values(thread_id, namespace, record, blobs)
+    """``blobs`` with the values the record references and the hot tier lacks (lock held).
+
+    A thread that is not ``alive`` may expire in the put itself (an ``idle_ttl_seconds`` within
+    ``TTL_MARGIN_SECONDS``), which would store the checkpoint in a fresh copy holding none of the values it
+    has now: so for it every referenced value is added, not only those missing now.
+    Runtime complexity: O(channels), plus encoding what is missing (only when the hot copy is partial).
+    """
+    if was_alive:
+        missing = store.missing_values(thread_id, namespace, record, blobs)
+    else:
+        missing = [key for key in record.blob_keys() if key not in blobs]
     return {**blobs, **encode_missing(missing)} if missing else blobs
 
 
@@ -144,7 +154,7 @@ def through_put(
             _leave_out(shared, thread_id, record.checkpoint_id)
             return
         try:
-            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing)
+            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)
         except (CheckpointCapacityError, ValueError):
             _leave_out(shared, thread_id, record.checkpoint_id)
@@ -215,22 +225,26 @@ def back_put(
         if _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id):
             return Fallback(None)  # through_put settles it
         try:
-            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing)
+            complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)
         except CheckpointCapacityError as error:
             if error.limit in PER_ITEM_LIMITS:
                 raise
             store.forget_refusal(record.checkpoint_id)
             return Fallback(error)
+        # what the ledger replays: every value as stored, read back without expiring the thread (a clock past
+        # its TTL made a read return nothing, and the checkpoint was flushed without its values)
+        view = store.peek(thread_id, namespace, record.checkpoint_id)
+        if view is None:  # an older id under rolling history pruned itself: it goes through instead
+            return Fallback(None)
         shared.early.settled(thread_id, namespace, record.checkpoint_id)
         shared.marks.move(thread_id)
-        view = store.get(thread_id, namespace, record.checkpoint_id)
         shared.dirty.add(
             thread_id,
             DirtyCheckpoint(
                 namespace,
                 record,
-                {} if view is None else view.channel_values,
+                view.channel_values,
                 {channel: version for channel, version in blobs},
                 added(record, blobs),
             ),

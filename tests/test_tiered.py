@@ -569,6 +569,67 @@ def test_write_back_flushes_on_flush_eviction_and_close(db: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("write", ["through", "back"])
+@pytest.mark.parametrize("evicted", [True, False], ids=["evicted", "hot"])
+def test_rolling_history_in_the_hot_tier_hides_no_checkpoint_and_doubles_no_write(
+    db: Path, write: str, evicted: bool
+) -> None:
+    """``on_checkpoint_limit="prune_oldest"`` decides what stays in memory only: a listing it pruned while
+    admitting marked the namespace wholly hot (older checkpoints vanished from list and get_tuple), and one
+    that re-admitted checkpoints still hot doubled their pending writes (found in review)."""
+    rolling = InMemoryCheckpointConfig(max_threads=1, max_checkpoints_per_thread=3, on_checkpoint_limit="prune_oldest")
+    tiered = TieredSaver(sqlite_durable(db), config=rolling, write=write)  # type: ignore[arg-type]
+    stored = put_chain(tiered, "a", 6)
+    if evicted:
+        put_chain(tiered, "b", 1)  # "a" leaves memory
+    tiered.flush()
+    durable = sqlite_durable(db)
+    for _ in range(3):  # each listing admits what it read, which rolling history prunes again
+        assert tuples(tiered, "a") == tuples(durable, "a") and len(tuples(durable, "a")) == 6
+        assert tuples(tiered, "a", before=stored[3]) == tuples(durable, "a", before=stored[3])
+        assert tuples(tiered, "a", filter={"step": 0}) == tuples(durable, "a", filter={"step": 0})
+        assert tuples(tiered, "a", limit=4) == tuples(durable, "a", limit=4)
+        oldest = tiered.get_tuple(stored[0])
+        assert oldest is not None and oldest.checkpoint == durable.get_tuple(stored[0]).checkpoint  # type: ignore[union-attr]
+    tiered.check()
+    tiered.close()
+
+
+class SteppingClock:
+    """A monotonic clock that moves a second at every reading: every thread is past a half-second TTL at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_a_thread_expiring_inside_its_own_put_keeps_every_value(db: Path, write: str) -> None:
+    """A put on a thread whose TTL passes during the put: the hot copy held the unchanged values when they were
+    looked for, then expired with the thread, and the checkpoint was stored (and, write-back, flushed to the
+    durable tier) without them (found in review)."""
+    tiered = TieredSaver(
+        sqlite_durable(db),
+        config=InMemoryCheckpointConfig(idle_ttl_seconds=0.5),
+        write=write,  # type: ignore[arg-type]
+        flush_interval_seconds=float("inf"),
+        clock=SteppingClock(),
+    )
+    first = tiered.put(
+        config("a"), make_checkpoint({"big": "x" * 500, "n": 1}, {"big": 1, "n": 1}), {}, {"big": 1, "n": 1}
+    )
+    second = make_checkpoint({"big": "x" * 500, "n": 2}, {"big": 1, "n": 2})
+    latest = tiered.put(first, second, {}, {"n": 2})  # "big" is unchanged: LangGraph hands over "n" only
+    tiered.flush()
+    expected = {"big": "x" * 500, "n": 2}
+    assert sqlite_durable(db).get_tuple(latest).checkpoint["channel_values"] == expected  # type: ignore[union-attr]
+    assert tiered.get_tuple(latest).checkpoint["channel_values"] == expected  # type: ignore[union-attr]
+    tiered.close()
+
+
 def test_write_back_flushes_periodically(db: Path) -> None:
     tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=0.01)
     put_chain(tiered, "a", 2)
