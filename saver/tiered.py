@@ -175,6 +175,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
         self._shared = shared
         self._tiers = Tiers(shared, DurableTier(durable, shared.health), self.serde, config)
+        if write == "back":
+            tiered_flush.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()
 
     # --- properties -----------------------------------------------------------------------------------------
@@ -301,6 +303,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         assert isinstance(clone, TieredSaver)
         durable = DurableTier(self._tiers.durable.saver.with_allowlist(extra_allowlist), self._shared.health)
         clone._tiers = Tiers(self._shared, durable, clone.serde, self.config)
+        if self._shared.write == "back":
+            tiered_flush.flush_at_exit_later(clone._tiers)
         return clone
 
     def get_next_version(self, current: str | None, channel: None) -> str:

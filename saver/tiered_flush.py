@@ -12,7 +12,8 @@ unflushed writes (``saver.writeback``). This module moves them on:
 * ``spill`` flushes the threads the hot tier evicted with unflushed writes, and
   ``deliver`` (called after every operation) hands the hot tier's drops to its
   hook, which requests those spills;
-* ``flush_in_background`` is the periodic flush.
+* ``flush_in_background`` is the periodic flush; ``flush_at_exit`` flushes, at
+  interpreter exit, the write-back savers still alive that nobody closed.
 
 No lock is held across a durable round trip.
 """
@@ -20,8 +21,10 @@ No lock is held across a durable round trip.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import time
+import weakref
 
 from . import announcing
 from .engine import CheckpointCapacityError
@@ -36,6 +39,8 @@ __all__ = [
     "deliver",
     "dirty_room",
     "flush_all",
+    "flush_at_exit",
+    "flush_at_exit_later",
     "flush_in_background",
     "flush_thread",
     "spill",
@@ -216,6 +221,45 @@ def flush_in_background(tiers: Tiers) -> None:
     if loop is not None and (loop.is_closed() or not loop.is_running()):
         return
     flush_all(tiers)
+
+
+_WRITING_BACK: weakref.WeakValueDictionary[int, Tiers] = weakref.WeakValueDictionary()
+"""Every write-back saver's tiers, held weakly, for ``flush_at_exit``."""
+
+
+def flush_at_exit_later(tiers: Tiers) -> None:
+    """Have ``flush_at_exit`` flush these tiers if they are still alive when the interpreter exits.
+
+    Runtime complexity: O(1).
+    """
+    _WRITING_BACK[id(tiers)] = tiers
+
+
+def flush_at_exit() -> None:
+    """At interpreter exit, flush the unflushed writes of every write-back saver still alive: a program that
+    ends without ``close()`` (a clean exit) loses nothing its durable tier can still take.
+
+    An async durable saver whose event loop has ended cannot take them: that is logged, as is any durable
+    failure (nothing can raise to the program any more). Runtime complexity: that of ``flush_all`` per saver.
+    """
+    for tiers in list(_WRITING_BACK.values()):
+        if not tiers.shared.dirty:
+            continue
+        loop = tiers.durable.loop
+        if loop is not None and (loop.is_closed() or not loop.is_running()):
+            logger.error(
+                "at interpreter exit, %d threads' unflushed writes were not flushed: the durable saver's event "
+                "loop has ended (close the saver with aclose() before it ends)",
+                len(tiers.shared.dirty),
+            )
+            continue
+        try:
+            flush_all(tiers)
+        except Exception:
+            logger.exception("flushing unflushed writes at interpreter exit failed: they are lost")
+
+
+atexit.register(flush_at_exit)
 
 
 def spill(tiers: Tiers) -> None:

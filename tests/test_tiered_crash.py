@@ -139,3 +139,30 @@ def test_kill_9_over_postgres_loses_nothing_acknowledged_or_flushed(cluster: Pos
             durable.delete_thread(thread_id)
         reported = kill_mid_run("postgres", cluster.conninfo, write)
         check_readable(TieredSaver(durable), reported)
+
+
+EXITING_CHILD = textwrap.dedent(
+    """
+    import sqlite3, sys
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.bounded import TieredSaver
+    from tests.test_tiered import put_chain
+
+    durable = SqliteSaver(sqlite3.connect(sys.argv[1], check_same_thread=False))
+    saver = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"))
+    put_chain(saver, "never-closed", 4)
+    print(saver.stats().dirty_bytes > 0)  # all unflushed; the program ends without close()
+    """
+)
+
+
+def test_write_back_flushes_at_a_clean_exit_without_close(tmp_path: Path) -> None:
+    """A program that ends without ``close()`` (a clean exit, not a crash) lost every unflushed write."""
+    path = tmp_path / "exit.sqlite"
+    child = subprocess.run(
+        [sys.executable, "-c", EXITING_CHILD, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "True"
+    stored = list(sqlite_durable(path).list({"configurable": {"thread_id": "never-closed"}}))
+    assert len(stored) == 4 and all(item.pending_writes for item in stored)
