@@ -46,20 +46,20 @@ class JobHealth:
 
 
 class Periodic(Generic[Owner]):
-    """Calls ``job(owner)`` every ``interval`` seconds until stopped, and once more when stopped if ``final``.
+    """Calls ``job(owner)`` every ``interval`` seconds until stopped.
 
     A failing run is logged, counted in ``health`` and tried again at the next
-    interval; it never reaches the saver's callers, but the final run's does
-    (``stop``). With an infinite interval no thread runs: only the final call
-    happens; so too past ``threading.TIMEOUT_MAX`` (about 292 years), which no
-    wait accepts. The owner is held weakly: once it is garbage, the thread stops.
+    interval; it never reaches the saver's callers. A last run on stopping is the
+    caller's to make (``close()`` saves once more itself). With an infinite
+    interval no thread runs; so too past ``threading.TIMEOUT_MAX`` (about 292
+    years), which no wait accepts. The owner is held weakly: once it is garbage,
+    the thread stops.
 
     Args:
         owner: The object the job works on (the saver).
         job: What to run, given the owner.
         interval: Seconds between runs.
         name: The thread's name, and the job's in logs.
-        final: Run the job once more when stopped (a last autosave).
         health: Where runs and failures are counted.
     """
 
@@ -70,14 +70,12 @@ class Periodic(Generic[Owner]):
         interval: float,
         name: str,
         *,
-        final: bool,
         health: JobHealth,
     ) -> None:
         self._owner = weakref.ref(owner)
         self._job = job
         self._interval = interval
         self._name = name
-        self.final = final
         self.health = health
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,28 +103,15 @@ class Periodic(Generic[Owner]):
             del owner  # not held while waiting
 
     def stop(self) -> None:
-        """Stop the thread, then run the job once more if ``final``.
+        """Stop the thread, once the run under way (if any) has finished.
 
-        Raises:
-            Exception: What the final run raised, once logged and counted.
-
-        Runtime complexity: up to two runs: the one under way, which the
-        thread finishes first, and the final one.
+        Runtime complexity: at most the run under way.
         """
         if self._stop.is_set():
             return
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        owner = self._owner()
-        if self.final and owner is not None:
-            try:
-                self._job(owner)
-                self.health.runs += 1
-            except Exception as error:
-                logger.exception("%s failed on stopping", self._name)
-                self.health.failed(error)
-                raise
 
 
 class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager["Resumable"]):
@@ -170,8 +155,8 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
             return
         try:
             self.close()
-        except Exception:  # the body's exception goes on: a failed close must not take its place
-            logger.exception("closing %r while leaving on %s failed", self, type(exc_value).__name__)
+        except Exception as error:  # the body's exception goes on: a failed close must not take its place
+            logger.warning("closing %r while leaving on %s failed: %r", self, type(exc_value).__name__, error)
 
     async def __aenter__(self) -> Self:
         """Enter, (re)starting the background work ``aclose()`` stopped (``resume``). Runtime complexity: O(1)."""
@@ -189,5 +174,5 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
             return
         try:
             await self.aclose()
-        except Exception:  # as in __exit__
-            logger.exception("closing %r while leaving on %s failed", self, type(exc_value).__name__)
+        except Exception as error:  # as in __exit__
+            logger.warning("closing %r while leaving on %s failed: %r", self, type(exc_value).__name__, error)

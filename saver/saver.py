@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import builtins
 import itertools
+import logging
 import math
 import os
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
@@ -52,6 +53,8 @@ from .locations import (
 )
 from .offload import rough_size
 from .snapshot import LoadReport
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "LIST_BATCH",
@@ -178,22 +181,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
 
         Runtime complexity: one save, and the hook's per thread still queued.
         """
-        failure: Exception | None = None
         with self._background_lock:
-            saved = any(job.final for job in self._background)  # stopping the autosave saves once more
             while self._background:
-                try:
-                    self._background.pop().stop()
-                except Exception as error:
-                    failure = failure or error
-            if not saved and self.config.autosave_path is not None:
+                self._background.pop().stop()
+            if self.config.autosave_path is not None:
                 try:
                     _autosave(self)
+                    self.autosave_health.runs += 1
                 except Exception as error:
+                    logger.exception("the last autosave, on close(), failed")
                     self.autosave_health.failed(error)
-                    failure = failure or error
-        if failure is not None:
-            raise failure
+                    raise
 
     @announcing.announces_async
     async def aclose(self) -> None:
@@ -218,7 +216,6 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
                         _autosave,
                         config.autosave_interval_seconds,
                         "checkpoint-autosave",
-                        final=True,
                         health=self.autosave_health,
                     )
                 )
@@ -229,7 +226,6 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
                         BoundedInMemorySaver.purge_expired,
                         config.purge_interval_seconds,
                         "checkpoint-expiry-sweep",
-                        final=False,
                         health=self.sweep_health,
                     )
                 )
@@ -309,6 +305,19 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         )
 
     # --- observation and maintenance ------------------------------------------------------
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> BoundedInMemorySaver:
+        """A shallow copy with a derived msgpack allowlist (LangGraph's ``compile()`` makes one under
+        ``LANGGRAPH_STRICT_MSGPACK``); it shares the store and the background work.
+
+        The copy keeps this saver alive: the background jobs hold the saver that started them weakly
+        and stop once it is garbage, which must not happen while a copy (the compiled graph's) is in
+        use. Runtime complexity: O(1).
+        """
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self:
+            clone._source = self  # type: ignore[attr-defined]
+        return clone  # type: ignore[return-value]
 
     def stats(self) -> SaverStats:
         """Counters of what is stored, what the limits did, and how the background work fared.

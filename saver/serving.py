@@ -150,7 +150,7 @@ def _seconds(raw: str) -> float:
         value = float(text)  # accepts 1.5, 1e3, 1_800, inf
     except ValueError:
         raise _Invalid("") from None
-    if math.isinf(value) and text.lower().lstrip("+") not in ("inf", "infinity"):
+    if math.isinf(value) and text.lower().lstrip("+-") not in ("inf", "infinity"):
         # 1e400 or 5,000 nines: a float makes them inf, which would lift the limit unasked
         raise _Invalid("It is too large to be a number of seconds; inf lifts the limit.")
     return value

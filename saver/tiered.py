@@ -230,7 +230,6 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 tiered_flush.flush_in_background,
                 self.flush_interval_seconds,
                 "tiered-write-back-flush",
-                final=False,
                 health=shared.flush_health,
             )
         )
@@ -296,13 +295,15 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> TieredSaver:
         """A shallow copy with a derived msgpack allowlist, for this saver and its durable saver; the copy
-        shares every piece of state. Runtime complexity: O(1)."""
+        shares every piece of state, and keeps this saver alive (the periodic flush stops once the saver
+        that started it is garbage). Runtime complexity: O(1)."""
         clone = super().with_allowlist(extra_allowlist)
         if clone is self:
             return self
         assert isinstance(clone, TieredSaver)
         durable = DurableTier(self._tiers.durable.saver.with_allowlist(extra_allowlist), self._shared.health)
         clone._tiers = Tiers(self._shared, durable, clone.serde, self.config)
+        clone._source = self  # type: ignore[attr-defined]  # the periodic flush holds this saver's tiers weakly
         if self._shared.write == "back":
             tiered_flush.flush_at_exit_later(clone._tiers)
         return clone

@@ -314,6 +314,29 @@ def test_leaving_a_context_on_an_exception_keeps_that_exception_when_the_last_sa
         pass
 
 
+def test_a_copy_keeps_the_background_work_of_the_saver_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph's compile() under strict msgpack keeps only a with_allowlist() copy: the saver it came from
+    was garbage, and its autosave stopped with it, silently (found in review)."""
+    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)  # as the variable does
+    path = tmp_path / "state.snapshot"
+    original = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(autosave_path=str(path), autosave_interval_seconds=0.02)
+    )
+    copy = original.with_allowlist([("tests.test_hardening", "Anything")])
+    assert copy is not original
+    del original
+    gc.collect()
+    put(copy, "t", {"a": 1})
+    deadline = time.monotonic() + 10
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.exists() and copy.stats().autosave_failures == 0
+    copy.close()
+    assert BoundedInMemorySaver.load(path).store.thread_ids() == ["t"]
+
+
 def test_a_saver_dropped_without_close_is_freed_and_its_threads_end() -> None:
     refs = []
     for _ in range(50):

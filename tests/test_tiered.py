@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import operator
 import sqlite3
 import threading
@@ -20,6 +21,8 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
@@ -636,6 +639,21 @@ def test_write_back_flushes_periodically(db: Path) -> None:
     _wait_for(lambda: tiered.stats().dirty_bytes == 0)
     assert len(tuples(sqlite_durable(db), "a")) == 2
     tiered.close()
+
+
+def test_a_copy_keeps_the_periodic_flush_of_the_saver_it_came_from(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile() under strict msgpack keeps only a with_allowlist() copy; the flush stopped with the original."""
+    monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)  # as the variable does
+    strict = SqliteSaver(sqlite3.connect(db, check_same_thread=False), serde=JsonPlusSerializer())
+    original = TieredSaver(strict, write="back", flush_interval_seconds=0.01)
+    copy = original.with_allowlist([("tests.test_tiered", "Anything")])
+    assert copy is not original
+    del original
+    gc.collect()
+    put_chain(copy, "a", 2)
+    _wait_for(lambda: copy.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+    assert len(tuples(sqlite_durable(db), "a")) == 2
+    copy.close()
 
 
 def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
