@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from langgraph.checkpoint.bounded import (
     CheckpointCapacityError,
@@ -595,6 +595,40 @@ def test_rolling_history_in_the_hot_tier_hides_no_checkpoint_and_doubles_no_writ
         oldest = tiered.get_tuple(stored[0])
         assert oldest is not None and oldest.checkpoint == durable.get_tuple(stored[0]).checkpoint  # type: ignore[union-attr]
     tiered.check()
+    tiered.close()
+
+
+class Asked(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, write: str) -> None:
+    """A listing past the hot suffix after rolling history pruned re-admitted checkpoints still hot, which then
+    reported a pending write twice, and replaying such a checkpoint applied it twice (found in review)."""
+    durable = sqlite_durable(db)
+    rolling = InMemoryCheckpointConfig(max_checkpoints_per_thread=6, on_checkpoint_limit="prune_oldest")
+    tiered = TieredSaver(durable, config=rolling, write=write)  # type: ignore[arg-type]
+    builder = StateGraph(Asked)
+    builder.add_node("a", lambda state: {"log": ["a"]})
+    builder.add_node("ask", lambda state: {"log": [f"ans:{interrupt('q')}"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "ask")
+    builder.add_edge("ask", END)
+    app = builder.compile(checkpointer=tiered)
+    thread = {"configurable": {"thread_id": "t"}}
+    for turn in range(3):
+        app.invoke({"log": [f"in{turn}"]}, thread)
+        app.invoke(Command(resume=f"r{turn}"), thread)
+    waiting = [state for state in app.get_state_history(thread) if state.next == ("ask",)][-1]
+    app.invoke(Command(resume="fork-yes"), app.update_state(waiting.config, {"log": ["forked"]}))
+    tiered.flush()
+
+    def pending(saver: Any, checkpoint: Any) -> list[Any]:
+        return sorted((write[1], repr(write[2])) for write in saver.get_tuple(checkpoint).pending_writes)
+
+    for item in list(durable.list(thread)):  # read whole first: SqliteSaver's list holds its lock while iterating
+        assert pending(tiered, item.config) == pending(durable, item.config), item.metadata
     tiered.close()
 
 
