@@ -189,7 +189,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
                     _autosave(self)
                     self.autosave_health.runs += 1
                 except Exception as error:
-                    logger.exception("the last autosave, on close(), failed")
+                    logger.exception("the last autosave failed, on close()")
                     self.autosave_health.failed(error)
                     raise
 
