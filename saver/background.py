@@ -150,12 +150,12 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc_value is None:
-            self.close()
-            return
         try:
             self.close()
-        except Exception as error:  # the body's exception goes on: a failed close must not take its place
+        except Exception as error:
+            if exc_value is None:
+                raise
+            # the body's exception goes on: a failed close must not take its place
             logger.warning("closing %r while leaving on %s failed: %r", self, type(exc_value).__name__, error)
 
     async def __aenter__(self) -> Self:
@@ -169,10 +169,9 @@ class Resumable(AbstractContextManager["Resumable"], AbstractAsyncContextManager
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc_value is None:
-            await self.aclose()
-            return
         try:
             await self.aclose()
-        except Exception as error:  # as in __exit__
+        except Exception as error:
+            if exc_value is None:
+                raise
             logger.warning("closing %r while leaving on %s failed: %r", self, type(exc_value).__name__, error)

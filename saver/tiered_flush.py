@@ -217,10 +217,16 @@ def flush_in_background(tiers: Tiers) -> None:
 
     Runtime complexity: that of ``flush_all``.
     """
-    loop = tiers.durable.loop
-    if loop is not None and (loop.is_closed() or not loop.is_running()):
+    if _loop_idle(tiers):
         return
     flush_all(tiers)
+
+
+def _loop_idle(tiers: Tiers) -> bool:
+    """Whether the durable saver is an async one whose event loop is not running (ended, or not started):
+    a sync call handed to it would wait in vain. Runtime complexity: O(1)."""
+    loop = tiers.durable.loop
+    return loop is not None and (loop.is_closed() or not loop.is_running())
 
 
 _WRITING_BACK: weakref.WeakValueDictionary[int, Tiers] = weakref.WeakValueDictionary()
@@ -245,8 +251,7 @@ def flush_at_exit() -> None:
     for tiers in list(_WRITING_BACK.values()):
         if not tiers.shared.dirty:
             continue
-        loop = tiers.durable.loop
-        if loop is not None and (loop.is_closed() or not loop.is_running()):
+        if _loop_idle(tiers):
             logger.error(
                 "at interpreter exit, %d threads' unflushed writes were not flushed: the durable saver's event "
                 "loop has ended (close the saver with aclose() before it ends)",
