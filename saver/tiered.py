@@ -437,8 +437,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiered_flush.deliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
+        mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
         tiered_flush.flush_thread(tiers, thread_id)
-        key = ("delta", thread_id, namespace, checkpoint_id, tuple(names))
+        key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
         read = lambda: tiers.durable.call("get_delta_channel_history", config=config, channels=names)  # noqa: E731
         return cast(Mapping[str, DeltaChannelHistory], tiered_read_through.flown(tiers.shared, key, read))
 
@@ -458,8 +459,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         await tiered_flush.adeliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
+        mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
         await tiered_flush.aflush_thread(tiers, thread_id)
-        key = ("delta", thread_id, namespace, checkpoint_id, tuple(names))
+        key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
         read = lambda: tiers.durable.acall("get_delta_channel_history", config=config, channels=names)  # noqa: E731
         return cast(Mapping[str, DeltaChannelHistory], await tiered_read_through.aflown(tiers.shared, key, read))
 

@@ -69,14 +69,14 @@ def read_tuple(
     namespace's latest), plus encoding what is admitted.
     """
     shared = tiers.shared
+    mark = shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
     flush_thread(tiers, thread_id)
-    key = ("tuple", thread_id, namespace, checkpoint_id)
+    key = ("tuple", thread_id, namespace, checkpoint_id, mark)
     flight, leads = shared.flights.join(key, sync=True)
     if not leads:
         _count_wait(shared)
         return flight.wait()  # type: ignore[no-any-return]
     try:
-        mark = shared.marks.read(thread_id)
         found = tiers.durable.get_tuple(config)
         empty = (
             found is None
@@ -99,14 +99,14 @@ async def aread_tuple(
     """Async ``read_tuple``: the durable tier's async side. Runtime complexity: that of
     ``read_tuple``."""
     shared = tiers.shared
+    mark = shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
     await aflush_thread(tiers, thread_id)
-    key = ("tuple", thread_id, namespace, checkpoint_id)
+    key = ("tuple", thread_id, namespace, checkpoint_id, mark)
     flight, leads = shared.flights.join(key, sync=False)
     if not leads:
         _count_wait(shared)
         return await flight.await_()  # type: ignore[no-any-return]
     try:
-        mark = shared.marks.read(thread_id)
         found = await tiers.durable.aget_tuple(config)
         empty = (
             found is None
@@ -313,11 +313,11 @@ def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     Runtime complexity: the thread's flush (write-back), the durable saver's ``list``, plus encoding what
     is admitted.
     """
+    mark = tiers.shared.marks.read(request.thread_id)  # before the flush: a write after it moves the mark
     flush_thread(tiers, request.thread_id)
-    mark = tiers.shared.marks.read(request.thread_id)
     items = flown(
         tiers.shared,
-        _list_key(request),
+        (*_list_key(request), mark),
         lambda: tiers.durable.list(request.config, filter=request.filter, before=request.before, limit=request.limit),
     )
     _admit_list(tiers, request, items, mark)
@@ -328,11 +328,11 @@ def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
 async def aread_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     """Async ``read_list``: the durable tier's async side. Runtime complexity: that of
     ``read_list``."""
+    mark = tiers.shared.marks.read(request.thread_id)  # before the flush: a write after it moves the mark
     await aflush_thread(tiers, request.thread_id)
-    mark = tiers.shared.marks.read(request.thread_id)
     items = await aflown(
         tiers.shared,
-        _list_key(request),
+        (*_list_key(request), mark),
         lambda: tiers.durable.alist(request.config, filter=request.filter, before=request.before, limit=request.limit),
     )
     _admit_list(tiers, request, items, mark)
@@ -387,9 +387,9 @@ def _admit_list(tiers: Tiers, request: ListRequest, items: list[CheckpointTuple]
             shared.residency.lower_floor(thread_id, namespace, floor)
 
 
-def _list_key(request: ListRequest) -> Hashable:
+def _list_key(request: ListRequest) -> tuple[Hashable, ...]:
     """The single-flight key of a ``list()`` call: everything that shapes its answer. Runtime complexity:
     O(f log f) for a filter of f keys."""
-    shown = None if request.filter is None else repr(sorted(request.filter.items()))
+    shown = None if request.filter is None else repr(sorted(request.filter.items(), key=repr))
     located = (request.thread_id, request.namespace, request.checkpoint_id)
     return ("list", *located, request.before_id, request.limit, shown)

@@ -28,6 +28,10 @@ class ControlledSqlite(SqliteSaver):
         gate: Calls of the methods in ``gated`` wait until it is set.
         gated: Method names that wait for ``gate``.
         entered: Set when a gated call starts waiting.
+        held: Method names (reads) whose calls read first, then wait for ``release`` before returning what
+            they read: a read that began before a write and lands after it.
+        holding: Set when a held call has read and waits.
+        release: Held calls return once it is set.
     """
 
     def __init__(self, path: Path) -> None:
@@ -38,6 +42,16 @@ class ControlledSqlite(SqliteSaver):
         self.gate.set()
         self.gated: set[str] = set()
         self.entered = threading.Event()
+        self.held: set[str] = set()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def _hold(self, name: str, result: Any) -> Any:
+        if name in self.held:
+            self.held.discard(name)  # one call is held: the reads after it go through
+            self.holding.set()
+            assert self.release.wait(60), f"the test never released the held {name}"
+        return result
 
     def _enter(self, name: str) -> None:
         self.calls[name] += 1
@@ -49,11 +63,11 @@ class ControlledSqlite(SqliteSaver):
 
     def get_tuple(self, config: Any) -> Any:
         self._enter("get_tuple")
-        return super().get_tuple(config)
+        return self._hold("get_tuple", super().get_tuple(config))
 
     def list(self, config: Any, **kwargs: Any) -> Any:
         self._enter("list")
-        return super().list(config, **kwargs)
+        return iter(self._hold("list", list(super().list(config, **kwargs))))
 
     def put(self, *args: Any) -> Any:
         self._enter("put")
