@@ -125,9 +125,15 @@ class DeletedThreads:
         self.records: OrderedDict[str, DeletedThread] = OrderedDict()
 
     def remember(self, thread_id: str, newest_checkpoint_id: str | None) -> None:
-        """Remember a thread just deleted. Runtime complexity: O(1) amortized."""
+        """Remember a thread just deleted. A thread deleted again keeps refusing what its earlier lives held
+        (a retried deletion finds it empty, and must not replace its tombstone with one that refuses nothing).
+
+        Runtime complexity: O(1) amortized.
+        """
         with self.lock:
-            self.records.pop(thread_id, None)
+            earlier = self.records.pop(thread_id, None)
+            held = [cid for cid in (earlier and earlier.newest_checkpoint_id, newest_checkpoint_id) if cid]
+            newest_checkpoint_id = max(held, default=None)
             self.records[thread_id] = DeletedThread(thread_id, newest_checkpoint_id, time.monotonic())
             while len(self.records) > self.capacity:
                 self.records.popitem(last=False)

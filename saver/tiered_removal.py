@@ -94,11 +94,15 @@ def copy_thread(tiers: Tiers, source_thread_id: str, target_thread_id: str) -> N
     """
     source = normalize_id("source_thread_id", source_thread_id)
     target = normalize_id("target_thread_id", target_thread_id)
+    if source == target:
+        return  # nothing to copy, and a deleted thread copied onto itself stays deleted
     flush_thread(tiers, source)
     flush_thread(tiers, target)
     with tiers.shared.gates.sharing(target):
+        copied = bool(tiers.durable.list({"configurable": {"thread_id": source}}, limit=1))
         tiers.durable.copy_thread(source, target)
-    tiers.shared.deleted.forget(target)
+    if copied:
+        tiers.shared.deleted.forget(target)  # written on purpose again: its new checkpoints are welcome
     _leave_memory(tiers.shared, {target}, [])
 
 

@@ -147,3 +147,61 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
     for reader in readers:
         reader.join(WAIT)
     assert durable.calls["get_tuple"] == 1 and len(answers) == 4
+
+
+# --- 4. a deleted thread never comes back -------------------------------------------------------------------------
+
+
+def tiered_saver(db: Path, write: str) -> Any:
+    return TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)  # type: ignore[arg-type]
+
+
+SAVERS = [
+    pytest.param(tiered_saver, "through", id="through"),
+    pytest.param(tiered_saver, "back", id="back"),
+]
+
+
+@pytest.mark.parametrize(("make", "write"), SAVERS)
+@pytest.mark.parametrize("again", ["delete_thread", "copy_onto_itself", "adelete_thread"])
+def test_a_deleted_thread_deleted_again_still_refuses_its_late_writes(
+    db: Path, make: Any, write: str, again: str
+) -> None:
+    """A retried deletion (the thread already empty) or a copy of the thread onto itself replaced its tombstone
+    with one that refused nothing, so a late write of the old run brought the thread back."""
+    from langgraph.checkpoint.bounded import ThreadDeletedError
+
+    saver = make(db, write)
+    first = put_step(saver, "t", None, 1)
+    second = put_step(saver, "t", first, 2)
+    saver.delete_thread("t")
+    if again == "delete_thread":
+        saver.delete_thread("t")
+    elif again == "adelete_thread":
+        asyncio.run(saver.adelete_thread("t"))
+    else:
+        saver.copy_thread("t", "t")
+    with pytest.raises(ThreadDeletedError):
+        put_step(saver, "t", second, 3)  # the old run's next step
+    with pytest.raises(ThreadDeletedError):
+        saver.put_writes(second, [("x", 9)], "late-task")
+    saver.flush()
+    assert saver.get_tuple(config("t")) is None
+    assert list(saver.list(config("t"))) == []
+    fresh = put_step(saver, "t", None, 10)  # a new run on the id starts afresh
+    assert saver.get_tuple(config("t")).config == fresh  # type: ignore[union-attr]
+
+
+def test_a_copy_from_an_empty_thread_does_not_lift_a_tombstone(db: Path) -> None:
+    from langgraph.checkpoint.bounded import ThreadDeletedError
+
+    tiered = tiered_saver(db, "through")
+    first = put_step(tiered, "t", None, 1)
+    tiered.delete_thread("t")
+    tiered.copy_thread("never-written", "t")
+    with pytest.raises(ThreadDeletedError):
+        put_step(tiered, "t", first, 2)
+    source = put_step(tiered, "s", None, 5)
+    tiered.copy_thread("s", "t")  # a real copy: t holds s's checkpoints now, and writes continuing them go on
+    put_step(tiered, "t", source, 6)
+    assert newest_value("get", tiered.get_tuple(config("t"))) == 6
