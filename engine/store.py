@@ -636,6 +636,16 @@ class Store(State):
             space = None if thread is None else thread.namespaces.get(namespace)
             return space is not None and checkpoint_id in space.records
 
+    def newest_id(self, thread_id: str, namespace: str) -> str | None:
+        """The greatest checkpoint id the namespace holds, or None. Expires nothing and marks no thread as used.
+
+        Runtime complexity: O(1).
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            return space.ids[-1] if space is not None and space.ids else None
+
     def peek(self, thread_id: str, namespace: str, checkpoint_id: str) -> CheckpointView | None:
         """Read one stored checkpoint as it is: expires nothing, marks no thread as used, and reads a
         thread idle past its TTL too (a layer built on the store reading back, under ``exclusive``,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = [
+    "CEILINGS_BOUND",
     "COMPLETE",
     "EARLY_WRITES_BOUND",
     "KNOWN_EMPTY_BOUND",
@@ -44,6 +45,10 @@ COMPLETE = None
 
 KNOWN_EMPTY_BOUND = 4_096
 """Threads remembered as held by neither tier (a thread's first read found nothing), the oldest forgotten first."""
+
+CEILINGS_BOUND = 4_096
+"""Namespaces remembered as holding a checkpoint id above one a write was refused memory for, the oldest forgotten
+first."""
 
 SWEEP_FLOOR = 1_024
 """Entries of stored lives kept before the first sweep of those whose thread left memory."""
@@ -114,6 +119,28 @@ class ResidencyLedger:
         self.entries: dict[str, Residency] = {}
         self.empty: OrderedDict[str, None] = OrderedDict()  # the entries not stored, oldest first
         self.sweep_at = SWEEP_FLOOR
+        # (thread, namespace) to an id the durable tier holds there, above a checkpoint kept out of memory because
+        # its id sorts below its parent's (a clock behind, or stepped back): the writes after it, whose ids sort
+        # below that one too, stay out of memory as well
+        self.ceilings: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def ceiling(self, thread_id: str, namespace: str) -> str | None:
+        """An id the durable tier holds in the namespace above the ids of writes kept out of memory, if known.
+
+        Runtime complexity: O(1).
+        """
+        return self.ceilings.get((thread_id, namespace)) if self.ceilings else None
+
+    def raise_ceiling(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+        """The durable tier holds ``checkpoint_id`` in the namespace, above a write kept out of memory.
+
+        Runtime complexity: O(1) amortized.
+        """
+        key = (thread_id, namespace)
+        current = self.ceilings.pop(key, None)
+        self.ceilings[key] = checkpoint_id if current is None else max(current, checkpoint_id)
+        while len(self.ceilings) > CEILINGS_BOUND:
+            self.ceilings.popitem(last=False)
 
     def sweep_if_due(self, stored: Callable[[str], bool]) -> int:
         """Forget the entries of lives whose thread left memory, once there are ``sweep_at`` entries of

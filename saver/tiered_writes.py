@@ -76,8 +76,9 @@ class Fallback(NamedTuple):
 
     Attributes:
         refusal: The store-wide limit that refused it (a flush failure is raised as this refusal, naming
-            the durable failure), or None: writes acknowledged before it are no longer hot, or rolling
-            history pruned the checkpoint as it was stored (an id older than the ones kept).
+            the durable failure), or None: writes acknowledged before it are no longer hot, its id sorts
+            below what the durable tier holds (``_stays_latest``), or rolling history pruned the checkpoint
+            as it was stored (an id older than the ones kept).
     """
 
     refusal: CheckpointCapacityError | None
@@ -102,6 +103,34 @@ def _early_writes_lost(store: Store, shared: Shared, thread_id: str, namespace: 
     """
     expected = shared.early.expected(thread_id, namespace, checkpoint_id)
     return expected > 0 and store.held_writes(thread_id, namespace, checkpoint_id) < expected
+
+
+def _stays_latest(
+    shared: Shared, store: Store, thread_id: str, namespace: str, record: CheckpointRecord, was_alive: bool
+) -> bool:
+    """Whether the hot tier may store the checkpoint and keep its latest of the namespace the durable tier's
+    latest (lock held): a namespace already hot (the engine's latest is the greatest id, as the durable tier's
+    is), one the durable tier is known not to have, or a checkpoint newer than its parent and than any id the
+    durable tier was seen to hold above a write kept out of memory. A checkpoint whose id sorts below its
+    parent's (a clock behind, or stepped back) would be the hot latest while the durable tier's is the parent:
+    it stays out of memory, and so do the writes after it until their ids pass the parent's.
+
+    Runtime complexity: O(1).
+    """
+    if was_alive and store.newest_id(thread_id, namespace) is not None:
+        return True
+    entry = shared.residency.lookup(thread_id, was_alive)
+    if entry is not None and entry.all_namespaces and namespace not in entry.floors:
+        return True
+    residency = shared.residency
+    ceiling = residency.ceiling(thread_id, namespace)
+    if ceiling is not None and record.checkpoint_id <= ceiling:
+        return False
+    parent_id = record.parent_id
+    if parent_id is not None and record.checkpoint_id <= parent_id:
+        residency.raise_ceiling(thread_id, namespace, parent_id)
+        return False
+    return True
 
 
 def _complete(
@@ -150,7 +179,7 @@ def through_put(
         shared.marks.move(thread_id)
         lost = _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id)
         shared.early.settled(thread_id, namespace, record.checkpoint_id)
-        if lost:
+        if lost or not _stays_latest(shared, store, thread_id, namespace, record, was_alive):
             _leave_out(shared, thread_id, record.checkpoint_id)
             return
         try:
@@ -224,6 +253,8 @@ def back_put(
         churn = store.pruned_count()
         if _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id):
             return Fallback(None)  # through_put settles it
+        if not _stays_latest(shared, store, thread_id, namespace, record, was_alive):
+            return Fallback(None)  # through_put leaves the thread out of memory
         try:
             complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)

@@ -205,3 +205,66 @@ def test_a_copy_from_an_empty_thread_does_not_lift_a_tombstone(db: Path) -> None
     tiered.copy_thread("s", "t")  # a real copy: t holds s's checkpoints now, and writes continuing them go on
     put_step(tiered, "t", source, 6)
     assert newest_value("get", tiered.get_tuple(config("t"))) == 6
+
+
+# --- 8. checkpoint ids below the thread's latest (a clock behind, or stepped back) ----------------------------------
+
+
+def put_with_id(saver: Any, thread_id: str, checkpoint_id: str, parent_id: str | None, value: int) -> None:
+    version = f"{value:032}.0"
+    checkpoint = make_checkpoint({"x": value}, {"x": version}, checkpoint_id=checkpoint_id)
+    saver.put(config(thread_id, "", parent_id), checkpoint, {"step": value}, {"x": version})
+
+
+def answers(saver: Any, thread_id: str, ids: list[str]) -> Any:
+    """What every read of the thread answers: the latest, each checkpoint by id, the list, and pages before each id."""
+
+    def shown(item: Any) -> Any:
+        return (
+            None if item is None else (item.config["configurable"]["checkpoint_id"], item.checkpoint["channel_values"])
+        )
+
+    return (
+        shown(saver.get_tuple(config(thread_id))),
+        [shown(saver.get_tuple(config(thread_id, "", checkpoint_id))) for checkpoint_id in ids],
+        [shown(item) for item in saver.list(config(thread_id))],
+        [[shown(item) for item in saver.list(config(thread_id), before=config(thread_id, "", cid))] for cid in ids],
+        [shown(item) for item in saver.list(config(thread_id), limit=2)],
+    )
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_ids_below_the_latest_answer_as_the_durable_tier(db: Path, write: str) -> None:
+    """A checkpoint whose id sorts below its parent's was made the hot latest of a thread that had left memory:
+    'latest' answered it instead of the greatest id, and reads by id or before an id missed what the durable
+    tier held between the two."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    low, low2, mid, high = sorted(str(uuid6(clock_seq=-1)) for _ in range(4))
+    tiered = TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    put_with_id(tiered, "t", mid, None, 1)
+    put_with_id(tiered, "t", high, mid, 2)
+    put_step(tiered, "u", None, 1)  # t leaves memory
+    put_with_id(tiered, "t", low, high, 3)  # a clock stepped back: its id sorts below its parent's
+    put_with_id(tiered, "t", low2, low, 4)  # and the next step's, made by the same clock
+    ids = [low, low2, mid, high]
+    tiered.flush()
+    durable = sqlite_durable(db)
+    expected = answers(durable, "t", ids)
+    assert expected[0][0] == high  # the durable tier's latest is the greatest id
+    assert answers(tiered, "t", ids) == expected
+    assert answers(tiered, "t", ids) == expected  # and again, from what the reads admitted
+    tiered.check()
+    tiered.close()
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_an_id_below_the_latest_of_a_hot_thread_keeps_the_greatest_as_latest(db: Path, write: str) -> None:
+    from langgraph.checkpoint.base.id import uuid6
+
+    low, high = sorted(str(uuid6(clock_seq=-1)) for _ in range(2))
+    tiered = TieredSaver(sqlite_durable(db), write=write)  # type: ignore[arg-type]
+    put_with_id(tiered, "t", high, None, 1)
+    put_with_id(tiered, "t", low, high, 2)
+    tiered.flush()
+    assert answers(tiered, "t", [low, high]) == answers(sqlite_durable(db), "t", [low, high])
