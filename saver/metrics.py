@@ -168,6 +168,7 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _counter(
         "tiered_left_out", "Hot writes a store-wide limit refused: the thread left memory, durable.", stats.left_out
     )
+    yield _counter("tiered_oversize", "Writes past a per-item limit stored in the durable tier alone.", stats.oversize)
     yield _gauge("tiered_dirty_threads", "Threads with unflushed writes (write-back).", stats.dirty_threads)
     yield _gauge("tiered_dirty_bytes", "Bytes of unflushed writes (write-back).", stats.dirty_bytes)
     yield _gauge("tiered_max_dirty_bytes", "The bound on tiered_dirty_bytes.", stats.max_dirty_bytes)

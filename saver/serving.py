@@ -22,7 +22,7 @@ With ``BOUNDED_SAVER_DURABLE`` set (``sqlite:///checkpoints.db``, ``postgresql:/
 ``sqlite`` for the embedded default, a SQLite file in the working folder), the process-wide saver is
 a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a thread leaving memory
 is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
-``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS`` and ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` set it up
+``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` and ``BOUNDED_SAVER_OVERSIZE`` set it up
 (``TIERED_SETTINGS``).
 
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
@@ -62,6 +62,7 @@ from langgraph.checkpoint.bounded.tiered import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_MAX_DIRTY_BYTES,
+    OVERSIZE_MODES,
     WRITE_MODES,
     TieredSaver,
 )
@@ -363,6 +364,7 @@ TIERED_SETTINGS: dict[str, Setting] = {
             "a whole number of bytes (digits, _ separators allowed), or inf to lift the limit",
             _whole_number,
         ),
+        Setting("oversize", f"{ENV_PREFIX}OVERSIZE", "one of " + ", ".join(OVERSIZE_MODES), _choice(OVERSIZE_MODES)),
     )
 }
 """The variables of the durable tier, by variable name (they set up ``TieredSaver``, not the config)."""
@@ -378,6 +380,7 @@ class TieredSettings:
         coherence: ``"sticky"`` or ``"validate"``.
         flush_interval_seconds: Write-back's periodic flush.
         max_dirty_bytes: Write-back's bound on unflushed writes.
+        oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
     """
 
     durable: str
@@ -385,6 +388,7 @@ class TieredSettings:
     coherence: Any = "sticky"
     flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
     max_dirty_bytes: float = DEFAULT_MAX_DIRTY_BYTES
+    oversize: Any = "durable"
 
 
 def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings | None:
@@ -652,6 +656,7 @@ def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> 
             coherence=tiered.coherence,
             flush_interval_seconds=tiered.flush_interval_seconds,
             max_dirty_bytes=tiered.max_dirty_bytes,
+            oversize=tiered.oversize,
         )
     except ValueError as error:
         raise ServingConfigError(f"{ENV_PREFIX}DURABLE and its settings: {error}") from None

@@ -89,9 +89,11 @@ from .tiered_settings import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_MAX_DIRTY_BYTES,
+    OVERSIZE_MODES,
     PER_ITEM_LIMITS,
     WRITE_MODES,
     Coherence,
+    Oversize,
     WriteMode,
     check_arguments,
 )
@@ -102,9 +104,11 @@ __all__ = [
     "COHERENCE_MODES",
     "DEFAULT_FLUSH_INTERVAL_SECONDS",
     "DEFAULT_MAX_DIRTY_BYTES",
+    "OVERSIZE_MODES",
     "PER_ITEM_LIMITS",
     "WRITE_MODES",
     "Coherence",
+    "Oversize",
     "ThreadDeletedError",
     "TieredSaver",
     "TieredStats",
@@ -137,6 +141,10 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         flush_interval_seconds: Write-back: seconds between periodic flushes
             (``math.inf``: only on eviction, backpressure, ``flush()`` and ``close()``).
         max_dirty_bytes: Write-back: bytes of unflushed writes that may wait.
+        oversize: What a write past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` does:
+            ``"durable"`` (the default) stores it in the durable tier, the store of record, and keeps its
+            thread out of memory (``stats().oversize``); ``"refuse"`` refuses it with a
+            ``CheckpointCapacityError``, as the memory saver does, written nowhere.
         clock: Monotonic seconds for the hot tier's idle expiry (tests inject one).
 
     Raises:
@@ -159,13 +167,14 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         coherence: Coherence = "sticky",
         flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS,
         max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES,
+        oversize: Oversize = "durable",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        config = check_arguments(durable, config, write, coherence, flush_interval_seconds, max_dirty_bytes)
+        config = check_arguments(durable, config, write, coherence, flush_interval_seconds, max_dirty_bytes, oversize)
         super().__init__(serde=durable.serde)
         self.config = config
         self.flush_interval_seconds = float(flush_interval_seconds)
-        shared = Shared(write, coherence, max_dirty_bytes, config.max_dropped_thread_records)
+        shared = Shared(write, coherence, max_dirty_bytes, config.max_dropped_thread_records, oversize)
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (Store.forget_tombstone).
         # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
@@ -205,6 +214,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     def coherence(self) -> Coherence:
         """``"sticky"`` or ``"validate"``."""
         return self._shared.coherence
+
+    @property
+    def oversize(self) -> Oversize:
+        """``"durable"`` or ``"refuse"``: what a write past a per-item limit does."""
+        return self._shared.oversize
 
     @property
     def durable_sides(self) -> str:

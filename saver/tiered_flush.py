@@ -28,7 +28,7 @@ import weakref
 
 from . import announcing
 from .engine import CheckpointCapacityError
-from .tiered_settings import DIRTY_ROOM_ATTEMPTS
+from .tiered_settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .tiered_state import Shared, Tiers, count_rejection
 from .writeback import replay
 
@@ -142,7 +142,7 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
     shared = tiers.shared
     if not shared.dirty.is_dirty(thread_id):
         if refusal is not None:
-            _drop_behind(shared, thread_id)
+            _drop_behind(shared, thread_id, refusal)
         return 0
     start = time.perf_counter()
     flushed = 0
@@ -164,7 +164,7 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
         raise
     _count_flush(shared, flushed, time.perf_counter() - start, failed=False)
     if refusal is not None:
-        _drop_behind(shared, thread_id)
+        _drop_behind(shared, thread_id, refusal)
     return flushed
 
 
@@ -176,8 +176,10 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     return await asyncio.to_thread(flush_thread, tiers, thread_id, refusal)
 
 
-def _drop_behind(shared: Shared, thread_id: str) -> None:
+def _drop_behind(shared: Shared, thread_id: str, refusal: CheckpointCapacityError) -> None:
     """The hot tier refused a write-back write that now goes through: its copy of the thread is behind.
+    A store-wide refusal is counted as ``left_out``; a per-item one is counted as ``oversize`` when the
+    write-through leaves the thread out.
 
     Runtime complexity: that of ``Store.delete_thread``.
     """
@@ -186,7 +188,8 @@ def _drop_behind(shared: Shared, thread_id: str) -> None:
         shared.marks.move(thread_id)
         shared.residency.forget(thread_id)
         store.delete_thread(thread_id)
-        shared.counters.left_out += 1
+        if refusal.limit not in PER_ITEM_LIMITS:
+            shared.counters.left_out += 1
 
 
 def _count_flush(shared: Shared, flushed: int, seconds: float, *, failed: bool) -> None:

@@ -21,18 +21,22 @@ __all__ = [
     "DEFAULT_FLUSH_INTERVAL_SECONDS",
     "DEFAULT_MAX_DIRTY_BYTES",
     "DIRTY_ROOM_ATTEMPTS",
+    "OVERSIZE_MODES",
     "PER_ITEM_LIMITS",
     "TTL_MARGIN_SECONDS",
     "WRITE_MODES",
     "Coherence",
+    "Oversize",
     "WriteMode",
     "check_arguments",
 ]
 
 WriteMode = Literal["through", "back"]
 Coherence = Literal["sticky", "validate"]
+Oversize = Literal["durable", "refuse"]
 WRITE_MODES: tuple[WriteMode, ...] = ("through", "back")
 COHERENCE_MODES: tuple[Coherence, ...] = ("sticky", "validate")
+OVERSIZE_MODES: tuple[Oversize, ...] = ("durable", "refuse")
 
 DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
 """Seconds between write-back's periodic flushes: what a crash may lose, at most."""
@@ -41,7 +45,9 @@ DEFAULT_MAX_DIRTY_BYTES = 16 * MIB
 """Bytes of unflushed writes write-back holds before a write must flush first."""
 
 PER_ITEM_LIMITS = frozenset({"max_checkpoint_bytes", "max_pending_write_bytes"})
-"""Limits about one write alone: they refuse it. Every other limit only decides what stays in memory."""
+"""Limits about one write alone: with ``oversize="durable"`` (the default) a write past them goes to the durable tier
+and its thread stays out of memory; with ``oversize="refuse"`` they refuse it. Every other limit only decides what
+stays in memory."""
 
 DIRTY_ROOM_ATTEMPTS = 3
 """Flushes a write-back write tries to make room with before it is written through instead."""
@@ -57,6 +63,7 @@ def check_arguments(
     coherence: object,
     flush_interval_seconds: object,
     max_dirty_bytes: object,
+    oversize: object = "durable",
 ) -> InMemoryCheckpointConfig:
     """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config.
 
@@ -79,6 +86,8 @@ def check_arguments(
         )
     _check_positive("flush_interval_seconds", flush_interval_seconds)
     _check_positive("max_dirty_bytes", max_dirty_bytes)
+    if oversize not in OVERSIZE_MODES:
+        raise ValueError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
     return checked
 
 

@@ -27,7 +27,7 @@ from .durable import DurableHealth, DurableTier
 from .engine import DroppedThread, Store, ThreadExport
 from .residency import EarlyWrites, ResidencyLedger
 from .saver import BoundedInMemorySaver
-from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, WriteMode
+from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, Oversize, WriteMode
 from .tiered_stats import Counters, TieredStats
 from .writeback import DirtyLedger
 
@@ -44,9 +44,12 @@ class Shared:
 
     hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
 
-    def __init__(self, write: WriteMode, coherence: Coherence, max_dirty_bytes: float, capacity: float) -> None:
+    def __init__(
+        self, write: WriteMode, coherence: Coherence, max_dirty_bytes: float, capacity: float, oversize: Oversize
+    ) -> None:
         self.write: WriteMode = write
         self.coherence: Coherence = coherence
+        self.oversize: Oversize = oversize
         self.max_dirty_bytes = max_dirty_bytes
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
@@ -111,6 +114,7 @@ def read_stats(shared: Shared) -> TieredStats:
             flight_waits=counters.flight_waits,
             admissions=counters.admissions,
             left_out=counters.left_out,
+            oversize=counters.oversize,
             dirty_threads=len(dirty),
             dirty_bytes=dirty.nbytes,
             max_dirty_bytes=shared.max_dirty_bytes,

@@ -31,6 +31,8 @@ class TieredStats:
         flight_waits: Callers that waited for another caller's read of the same key.
         admissions: Checkpoints a read brought into the hot tier.
         left_out: Hot writes a store-wide limit refused: the thread left memory, still durable.
+        oversize: Writes past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` stored in the durable
+            tier alone (``oversize="durable"``): the thread left memory, still durable.
         dirty_threads: Threads with unflushed writes (write-back).
         dirty_bytes: Their bytes.
         max_dirty_bytes: The bound on ``dirty_bytes``.
@@ -61,6 +63,7 @@ class TieredStats:
     flight_waits: int
     admissions: int
     left_out: int
+    oversize: int
     dirty_threads: int
     dirty_bytes: int
     max_dirty_bytes: float
@@ -91,6 +94,7 @@ class Counters:
     flight_waits: int = 0
     admissions: int = 0
     left_out: int = 0
+    oversize: int = 0
     flushes: int = 0
     flushed_writes: int = 0
     flush_seconds: float = 0.0

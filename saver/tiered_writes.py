@@ -185,7 +185,10 @@ def through_put(
         try:
             complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)
-        except (CheckpointCapacityError, ValueError):
+        except CheckpointCapacityError as error:
+            _leave_out(shared, thread_id, record.checkpoint_id, error.limit)
+            return
+        except ValueError:
             _leave_out(shared, thread_id, record.checkpoint_id)
             return
         _note_checkpoint(shared, thread_id, namespace, record.checkpoint_id, was_alive, churn)
@@ -206,21 +209,28 @@ def through_put_writes(
             shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         try:
             store.put_writes(thread_id, namespace, checkpoint_id, records, root)
-        except (CheckpointCapacityError, ValueError):
+        except CheckpointCapacityError as error:
+            _leave_out(shared, thread_id, None, error.limit)
+            return
+        except ValueError:
             _leave_out(shared, thread_id, None)
             return
         _note_writes(shared, thread_id, was_alive, churn)
 
 
-def _leave_out(shared: Shared, thread_id: str, checkpoint_id: str | None) -> None:
+def _leave_out(shared: Shared, thread_id: str, checkpoint_id: str | None, limit: str | None = None) -> None:
     """Write-through: the hot tier refused a write the durable tier has: the thread leaves memory whole
-    (its copy would be behind). Lock held. Runtime complexity: that of ``Store.delete_thread``."""
+    (its copy would be behind), counted as ``oversize`` for a per-item ``limit``, else as ``left_out``.
+    Lock held. Runtime complexity: that of ``Store.delete_thread``."""
     store = shared.hot.store
     store.delete_thread(thread_id)
     if checkpoint_id is not None:
         store.forget_refusal(checkpoint_id)
     shared.residency.forget(thread_id)
-    shared.counters.left_out += 1
+    if limit in PER_ITEM_LIMITS:
+        shared.counters.oversize += 1
+    else:
+        shared.counters.left_out += 1
 
 
 # --- write-back: the hot tier and the ledger together ------------------------------------------------------------
@@ -241,7 +251,8 @@ def back_put(
     through instead (a store-wide refusal, or writes acknowledged before it that are no longer hot).
 
     Raises:
-        ThreadDeletedError, ValueError, CheckpointCapacityError (per item): the write is refused.
+        ThreadDeletedError, ValueError, CheckpointCapacityError (per item, with ``oversize="refuse"``): the write
+            is refused.
 
     Runtime complexity: that of ``Store.put_checkpoint``, plus O(c + w log w) to read back its c values.
     """
@@ -259,7 +270,7 @@ def back_put(
             complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)
         except CheckpointCapacityError as error:
-            if error.limit in PER_ITEM_LIMITS:
+            if error.limit in PER_ITEM_LIMITS and shared.oversize == "refuse":
                 raise
             store.forget_refusal(record.checkpoint_id)
             return Fallback(error)
@@ -297,7 +308,8 @@ def back_put_writes(
     """Write-back: the hot tier and the ledger take the writes; or the store-wide refusal to fall back on.
 
     Raises:
-        ThreadDeletedError, ValueError, CheckpointCapacityError (per item): the writes are refused.
+        ThreadDeletedError, ValueError, CheckpointCapacityError (per item, with ``oversize="refuse"``): the
+            writes are refused.
 
     Runtime complexity: that of ``Store.put_writes``.
     """
@@ -311,7 +323,7 @@ def back_put_writes(
         try:
             store.put_writes(thread_id, namespace, checkpoint_id, records, root)
         except CheckpointCapacityError as error:
-            if error.limit in PER_ITEM_LIMITS:
+            if error.limit in PER_ITEM_LIMITS and shared.oversize == "refuse":
                 raise
             return error  # written through instead: through_put_writes counts them if early
         if early:
@@ -381,7 +393,7 @@ def precheck_put(
     checkpoint: Checkpoint,
 ) -> None:
     """Refuse, before anything is written, a checkpoint the hot tier would refuse for itself alone:
-    an invalid identifier, or a whole state over ``max_checkpoint_bytes``.
+    an invalid identifier, or (``oversize="refuse"``) a whole state over ``max_checkpoint_bytes``.
 
     Raises:
         ValueError: An identifier is invalid.
@@ -407,8 +419,8 @@ def precheck_put(
         count_rejection(tiers.shared, "identifier")
         raise
     limit = limits.max_checkpoint_bytes
-    if limit == math.inf:
-        return
+    if limit == math.inf or tiers.shared.oversize != "refuse":
+        return  # oversize="durable": the durable tier takes it, and the thread stays out of memory
     size = added(record, blobs)
     missing = [key for key in record.blob_keys() if key not in blobs]
     if missing and size <= limit:
@@ -449,7 +461,7 @@ def precheck_writes(
 
     Raises:
         ValueError: An identifier is invalid.
-        CheckpointCapacityError: ``max_pending_write_bytes``.
+        CheckpointCapacityError: ``max_pending_write_bytes`` (``oversize="refuse"``).
 
     Runtime complexity: O(len(records)).
     """
@@ -467,7 +479,7 @@ def precheck_writes(
     except ValueError:
         count_rejection(tiers.shared, "identifier")
         raise
-    if batch > limits.max_pending_write_bytes:
+    if batch > limits.max_pending_write_bytes and tiers.shared.oversize == "refuse":
         count_rejection(tiers.shared, "max_pending_write_bytes")
         raise CheckpointCapacityError(
             "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id=thread_id
