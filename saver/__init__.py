@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
-    from .tiered import ThreadDeletedError, TieredSaver, TieredStats
+    from .tiered import ThreadDeletedError, TieredSaver, TieredStats, UnstorableWriteError
     from .transfer import copy_threads
 
 try:
@@ -56,6 +56,7 @@ _EXPORTS = {
     "ThreadExport": ".engine",
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
+    "UnstorableWriteError": ".tiered",
     "copy_threads": ".transfer",
 }
 
@@ -76,6 +77,7 @@ __all__ = [
     "ThreadExport",
     "TieredSaver",
     "TieredStats",
+    "UnstorableWriteError",
     "__version__",
     "copy_threads",
 ]

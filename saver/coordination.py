@@ -1,28 +1,32 @@
 """How the tiered saver's callers keep out of each other's way, one thread id at a time.
 
-Four small pieces, each with one invariant, used by ``TieredSaver`` (``saver.tiered``
+Five small pieces, each with one invariant, used by ``TieredSaver`` (``saver.tiered``
 and its ``tiered_*`` modules):
 
 * ``DeletedThreads``: tombstones of deleted threads, so that a late write (of a
   run that was still going when its thread was deleted) never brings it back;
+* ``UnstorableThreads``: records of threads whose unflushed writes the durable
+  tier kept refusing and which were dropped, so that what continues them is
+  refused too;
 * ``ThreadGates``: writes and flushes that reach the durable tier for a thread
   hold its gate shared, a deletion holds it alone, so a deletion never races a
   write already past its checks;
 * ``WriteMarks``: a counter per thread (striped) that every write and deletion
   moves, so that a read-through which began before it does not admit what it
-  read into the hot tier;
+  read into the hot tier, nor share its read with a caller that began after it;
 * ``Flights``: concurrent misses on one key read the durable tier once, the
   others wait for that read (dogpile's "one regenerates, the others wait").
 
 None of them holds a lock across a durable round trip: gates and flights are
 counts and futures, waited on without holding their own lock.
 
-A sync wait on a gate blocks its OS thread, which may be a worker of the event
-loop's default executor (the tiered saver runs flushes, ``aclose``, ``aprune``
-and copies there). So a coroutine holding a gate, or leading a flight, awaits
-nothing but the durable tier, whose sync calls run on a pool of their own
-(``durable.durable_pool``) that never waits on a gate: it lets the gate go
-however many default workers wait for it.
+A sync wait on a gate blocks its OS thread, which may be a worker of the
+tiered saver's own jobs pool (``pools.jobs_pool``: copies, prunes, run
+deletions for async callers). So a coroutine holding a gate, or leading a
+flight, awaits nothing but the durable tier, whose sync calls run on a pool of
+their own (``pools.durable_pool``) that never waits on a gate: it lets the gate
+go however many jobs wait for it. The async paths wait on gates by polling,
+never blocking their event loop.
 """
 
 from __future__ import annotations
@@ -46,8 +50,11 @@ __all__ = [
     "Flight",
     "Flights",
     "Joined",
+    "LostWrites",
     "ThreadDeletedError",
     "ThreadGates",
+    "UnstorableThreads",
+    "UnstorableWriteError",
     "WriteMarks",
 ]
 
@@ -156,6 +163,109 @@ class DeletedThreads:
         record = self.records.get(thread_id)
         if record is not None and record.continued_by(continues):
             raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+class UnstorableWriteError(RuntimeError):
+    """A write continues unflushed writes the durable tier refused (write-back), which were dropped: refused.
+
+    A write-back write is acknowledged before the durable tier sees it. When the
+    durable tier keeps refusing one thread's writes while it takes the others'
+    (a value or metadata it cannot store), those writes are dropped so that they
+    stop holding up every other thread's flushes, and what continues them is
+    refused: it would build on state the durable tier never had. A new run on
+    the thread (from what the durable tier holds) is not refused.
+
+    Attributes:
+        thread_id: The thread.
+        checkpoint_id: The checkpoint the refused write continues ('' for the drop itself).
+        first_dropped: The oldest checkpoint id whose writes were dropped.
+        error: The durable tier's failure, as ``ExceptionType: message``.
+        dropped_at: Wall-clock time of the drop (``time.time()``).
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, first_dropped: str, error: str, dropped_at: float) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.first_dropped = first_dropped
+        self.error = error
+        self.dropped_at = dropped_at
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(dropped_at))
+        what = (
+            f"this write continues checkpoint {checkpoint_id!r}, so it was refused and nothing was written; "
+            if (checkpoint_id)
+            else ""
+        )
+        super().__init__(
+            f"thread {thread_id!r}: the durable tier refused its unflushed writes from checkpoint {first_dropped!r} "
+            f"on ({error}), so they were dropped at {when}; {what}the durable tier holds the thread as it was "
+            f"before them: read it again and start a new run from there"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LostWrites:
+    """What the record of a thread whose unflushed writes were dropped holds.
+
+    Attributes:
+        thread_id: The thread.
+        first_dropped: The oldest checkpoint id whose writes were dropped.
+        error: The durable tier's failure, as ``ExceptionType: message``.
+        dropped_at: Wall-clock time of the drop.
+    """
+
+    thread_id: str
+    first_dropped: str
+    error: str
+    dropped_at: float
+
+    def refusal(self, checkpoint_id: str) -> UnstorableWriteError:
+        """The error of a write continuing ``checkpoint_id`` ('' for the drop itself). Runtime complexity: O(1)."""
+        return UnstorableWriteError(self.thread_id, checkpoint_id, self.first_dropped, self.error, self.dropped_at)
+
+
+class UnstorableThreads:
+    """The last ``capacity`` threads whose unflushed writes were dropped, the oldest forgotten first.
+
+    Invariant: at most ``capacity`` records, each under its thread id; reads and writes under ``lock``.
+    """
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.records: OrderedDict[str, LostWrites] = OrderedDict()
+
+    def remember(self, thread_id: str, first_dropped: str, error: str) -> LostWrites:
+        """Remember a drop (an earlier one of the thread keeps its older first id). Runtime complexity: O(1)."""
+        with self.lock:
+            earlier = self.records.pop(thread_id, None)
+            if earlier is not None and earlier.first_dropped < first_dropped:
+                first_dropped = earlier.first_dropped
+            record = self.records[thread_id] = LostWrites(thread_id, first_dropped, error, time.time())
+            while len(self.records) > self.capacity:
+                self.records.popitem(last=False)
+            return record
+
+    def forget(self, thread_id: str) -> None:
+        """Forget a thread's record (it was deleted, or written on purpose again). Runtime complexity: O(1)."""
+        with self.lock:
+            self.records.pop(thread_id, None)
+
+    def refuse(self, thread_id: str, continues: str | None) -> None:
+        """Refuse a write continuing a checkpoint at or after the thread's first dropped one.
+
+        Raises:
+            UnstorableWriteError: It continues what was dropped.
+
+        Runtime complexity: O(1); nothing at all while no thread lost writes.
+        """
+        if not self.records:
+            return
+        record = self.records.get(thread_id)
+        if record is not None and continues is not None and continues >= record.first_dropped:
+            raise record.refusal(continues)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -8,7 +8,7 @@ calls each side the way the saver allows:
 
 * a sync saver: sync calls go straight to it; async calls use its async
   method when it has one that works, else run the sync method in a worker
-  thread of the tier's own pool (``durable_pool``), so the caller's event loop
+  thread of the tier's own pool (``pools.durable_pool``), so the caller's event loop
   never waits on I/O;
 * an async saver (one with its own ``loop``): async calls await it (on its
   loop, when the caller runs on another); sync calls are handed to its loop
@@ -32,27 +32,20 @@ query where the saver allows one (``SqliteSaver``, ``PostgresSaver``,
 Every failure of the durable saver is counted in ``DurableHealth`` and raised
 to the caller unchanged.
 
-Why a pool of its own, not the event loop's default executor: a coroutine may
-hold a thread's gate (``coordination.ThreadGates``: ``adelete_thread`` alone, a
-write-through ``aput`` shared) across its durable call, and jobs the tiered
-saver runs in the default executor (``aflush``, ``aclose``, write-back's
-backpressure, ``aprune``...) may be waiting on that gate. Were the call queued
-behind them, once every default worker waited on the gate the call that lets
-it go would never run. The pool's jobs are the durable saver's calls and
-nothing else: none waits on a gate, a flight or the ledger of unflushed
-writes, so each finishes whatever the default executor is doing.
+Why a pool of its own (``pools.durable_pool``), not the event loop's default
+executor: a coroutine may hold a thread's gate (``coordination.ThreadGates``:
+``adelete_thread`` alone, a write-through ``aput`` shared) across its durable
+call while jobs wait on that gate; the call must never queue behind them
+(``saver.pools`` says more).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextvars
-import functools
-import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -62,18 +55,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from .config import InMemoryCheckpointConfig
 from .engine import StoreLimits
 from .locations import configurable
+from .pools import in_durable_pool
 
 __all__ = [
     "DURABLE_CALL_SECONDS",
-    "DURABLE_POOL_WORKERS",
     "OPTIONAL_OPERATIONS",
     "DurableHealth",
     "DurableSideError",
     "DurableTier",
     "Newest",
     "copy_thread_through_api",
-    "durable_pool",
-    "in_durable_pool",
     "put_tuple",
     "rewrite_thread",
 ]
@@ -84,52 +75,7 @@ DURABLE_CALL_SECONDS = 60.0
 OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
 """Operations a durable saver may lack; the tier emulates those it lacks."""
 
-DURABLE_POOL_WORKERS = min(32, (os.cpu_count() or 1) + 4)
-"""Threads of the pool running a sync durable saver's calls for async callers (the default executor's size)."""
-
 T = TypeVar("T")
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def durable_pool() -> ThreadPoolExecutor:
-    """The process's pool for a sync durable saver's calls made by async callers (never the default executor).
-
-    Made on first use and shared by every saver and event loop of the
-    process; its threads start as calls need them (at most
-    ``DURABLE_POOL_WORKERS``) and idle ones are reused. A child process made by
-    ``fork`` makes its own (the parent's threads do not exist there).
-    Invariant: only durable saver calls run on it, and none of them waits on
-    the tiered saver's gates, flights or ledger. Runtime complexity: O(1).
-    """
-    global _pool
-    pool = _pool
-    if pool is not None:
-        return pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=DURABLE_POOL_WORKERS, thread_name_prefix="tiered-durable")
-        return _pool
-
-
-def _forget_pool_after_fork() -> None:
-    """In a forked child: the parent's pool has no threads here; the next call makes a new one."""
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-async def in_durable_pool(call: Callable[[], T]) -> T:
-    """Run a sync durable call in ``durable_pool`` and await it, in the caller's context (as ``asyncio.to_thread``).
-
-    Runtime complexity: the call's, plus a thread hop.
-    """
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(durable_pool(), functools.partial(contextvars.copy_context().run, call))
 
 
 class DurableSideError(RuntimeError):
@@ -138,30 +84,41 @@ class DurableSideError(RuntimeError):
 
 @dataclass
 class DurableHealth:
-    """How the durable tier has fared: calls, failures, and the last failure. Shared by a saver's copies.
+    """How the durable tier has fared: calls, successes, failures, and the last failure. Shared by a saver's copies.
 
     Attributes:
-        calls: Calls made to the durable saver.
+        calls: Calls made to the durable saver (counted as they end).
+        successes: Calls that returned.
         errors: Calls that raised (each raised on to the caller too).
         last_error: The last of them, as ``ExceptionType: message``, or None.
         lock: Guards the counters (sync callers in many threads).
     """
 
     calls: int = 0
+    successes: int = 0
     errors: int = 0
     last_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def called(self) -> None:
-        """Count a call. Runtime complexity: O(1)."""
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count the call made inside as it ends: a success, or a failure kept (a method the saver lacks,
+        ``NotImplementedError``, is neither). Runtime complexity: O(1)."""
+        try:
+            yield
+        except NotImplementedError:
+            with self.lock:
+                self.calls += 1
+            raise
+        except BaseException as error:
+            with self.lock:
+                self.calls += 1
+                self.errors += 1
+                self.last_error = f"{type(error).__name__}: {error}"
+            raise
         with self.lock:
             self.calls += 1
-
-    def failed(self, error: BaseException) -> None:
-        """Count a failure and keep its description. Runtime complexity: O(1)."""
-        with self.lock:
-            self.errors += 1
-            self.last_error = f"{type(error).__name__}: {error}"
+            self.successes += 1
 
 
 class Newest(NamedTuple):
@@ -246,16 +203,10 @@ class DurableTier:
             DurableSideError: An async saver called on its own event loop.
             Exception: Whatever the durable saver raised (counted).
         """
-        self.health.called()
-        try:
+        with self.health.counting():
             if self.loop is None:
                 return getattr(self.saver, method)(*args, **kwargs)
             return self._on_own_loop(getattr(self.saver, "a" + method)(*args, **kwargs))
-        except NotImplementedError:
-            raise  # a method the saver lacks, not a failure of the durable tier
-        except BaseException as error:
-            self.health.failed(error)
-            raise
 
     def _on_own_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -277,16 +228,12 @@ class DurableTier:
         Raises:
             Exception: Whatever the durable saver raised (counted).
         """
-        self.health.called()
-        try:
+        with self.health.counting():
             return await self._async(
                 method,
                 lambda: getattr(self.saver, "a" + method)(*args, **kwargs),
                 lambda: getattr(self.saver, method)(*args, **kwargs),
             )
-        except BaseException as error:
-            self.health.failed(error)
-            raise
 
     async def _async(self, method: str, native: Callable[[], Awaitable[T]], sync: Callable[[], T]) -> T:
         if self.loop is not None:
@@ -316,27 +263,19 @@ class DurableTier:
 
         Runtime complexity: the saver's, for every result.
         """
-        self.health.called()
-        try:
+        with self.health.counting():
             if self.loop is None:
                 return list(self.saver.list(config, **criteria))
             return self._on_own_loop(_collect(self.saver.alist(config, **criteria)))
-        except BaseException as error:
-            self.health.failed(error)
-            raise
 
     async def alist(self, config: RunnableConfig | None, **criteria: Any) -> builtins.list[CheckpointTuple]:
         """The durable saver's ``alist`` read whole (or ``list`` in a worker thread)."""
-        self.health.called()
-        try:
+        with self.health.counting():
             return await self._async(
                 "list",
                 lambda: _collect(self.saver.alist(config, **criteria)),
                 lambda: list(self.saver.list(config, **criteria)),
             )
-        except BaseException as error:
-            self.health.failed(error)
-            raise
 
     def newest(self, thread_id: str, namespace: str) -> Newest:
         """The newest checkpoint id of a namespace and its number of pending writes (the coherence check).
@@ -344,14 +283,10 @@ class DurableTier:
         One indexed query for ``SqliteSaver`` and ``PostgresSaver``, else a ``get_tuple``.
         Runtime complexity: one round trip.
         """
-        self.health.called()
-        try:
-            probe = _sync_probe(self.saver)
-            if probe is not None:
+        probe = _sync_probe(self.saver)
+        if probe is not None:
+            with self.health.counting():
                 return probe(thread_id, namespace)
-        except BaseException as error:
-            self.health.failed(error)
-            raise
         found = self.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
         return _newest_of(found)
 
@@ -361,12 +296,8 @@ class DurableTier:
             return await in_durable_pool(lambda: self.newest(thread_id, namespace))
         probe = _async_probe(self.saver)
         if probe is not None and _running_loop() is self.loop:
-            self.health.called()
-            try:
+            with self.health.counting():
                 return await probe(thread_id, namespace)
-            except BaseException as error:
-                self.health.failed(error)
-                raise
         found = await self.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
         return _newest_of(found)
 

@@ -68,6 +68,7 @@ TIERED_STATS_NOT_EXPORTED = {  # TieredStats fields with no metric of their own,
     "write": "a label of tiered_info",
     "coherence": "a label of tiered_info",
     "last_durable_error": "text, not a number: durable_errors_total counts, the log says what failed",
+    "last_unstorable": "text, not a number: unstorable_threads_total counts, the log names each thread",
 }
 
 
@@ -172,6 +173,10 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _gauge("tiered_dirty_threads", "Threads with unflushed writes (write-back).", stats.dirty_threads)
     yield _gauge("tiered_dirty_bytes", "Bytes of unflushed writes (write-back).", stats.dirty_bytes)
     yield _gauge("tiered_max_dirty_bytes", "The bound on tiered_dirty_bytes.", stats.max_dirty_bytes)
+    yield _gauge(
+        "tiered_oldest_dirty_seconds", "How long the oldest unflushed write has waited.", stats.oldest_dirty_seconds
+    )
+    yield _gauge("tiered_max_dirty_seconds", "The bound on tiered_oldest_dirty_seconds.", stats.max_dirty_seconds)
     yield _counter("tiered_flushes", "Flushes of a thread that wrote to the durable tier.", stats.flushes)
     yield _counter("tiered_flushed_writes", "Checkpoints and write batches flushed.", stats.flushed_writes)
     yield _counter("tiered_flush_seconds", "Time spent flushing.", stats.flush_seconds)
@@ -190,6 +195,12 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _counter("tiered_stale", "Coherence checks that found the hot copy stale.", stats.stale)
     yield _counter("tiered_validation_seconds", "Time spent on coherence checks.", stats.validation_seconds)
     yield _gauge("tiered_deleted_thread_records", "Deleted threads remembered.", stats.deleted_thread_records)
+    yield _counter(
+        "tiered_unstorable_threads",
+        "Threads whose unflushed writes the durable tier kept refusing: dropped, and logged.",
+        stats.unstorable_threads,
+    )
+    yield _counter("tiered_unstorable_writes", "Unflushed writes dropped so.", stats.unstorable_writes)
     yield _labelled_counter(
         "tiered_rejections", "Writes refused before the durable write, by limit.", "limit", stats.rejections
     )

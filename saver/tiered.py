@@ -58,7 +58,6 @@ path and the modules below carry it out):
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
@@ -78,12 +77,13 @@ from langgraph.checkpoint.base import (
 from . import codec, tiered_flush, tiered_read_through, tiered_reads, tiered_removal, tiered_writes
 from .background import Periodic, Resumable
 from .config import InMemoryCheckpointConfig
-from .coordination import ThreadDeletedError
+from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
 from .engine import Blob, CheckpointRecord, Store
 from .engine.records import BlobKey
 from .locations import channel_names, locate, normalize_ids, root_checkpoint_of
 from .offload import rough_size
+from .pools import in_jobs_pool
 from .saver import PRUNE_STRATEGIES, BoundedInMemorySaver
 from .tiered_settings import (
     COHERENCE_MODES,
@@ -112,6 +112,7 @@ __all__ = [
     "ThreadDeletedError",
     "TieredSaver",
     "TieredStats",
+    "UnstorableWriteError",
     "WriteMode",
 ]
 
@@ -140,12 +141,16 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             the hot copy is the durable tier's newest; needs ``write="through"``).
         flush_interval_seconds: Write-back: seconds between periodic flushes
             (``math.inf``: only on eviction, backpressure, ``flush()`` and ``close()``).
-        max_dirty_bytes: Write-back: bytes of unflushed writes that may wait.
+        max_dirty_bytes: Write-back: bytes of unflushed writes that may wait (every value they keep alive).
+        max_dirty_seconds: Write-back: how old the oldest unflushed write may grow before a write flushes
+            first, while the durable tier takes writes (None: ``flush_interval_seconds``). With the
+            periodic flush, it bounds what a crash loses: the writes of about the last
+            ``max_dirty_seconds``, plus the flush under way.
         oversize: What a write past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` does:
             ``"durable"`` (the default) stores it in the durable tier, the store of record, and keeps its
             thread out of memory (``stats().oversize``); ``"refuse"`` refuses it with a
             ``CheckpointCapacityError``, as the memory saver does, written nowhere.
-        clock: Monotonic seconds for the hot tier's idle expiry (tests inject one).
+        clock: Monotonic seconds for the hot tier's idle expiry and the age of unflushed writes (tests inject one).
 
     Raises:
         ValueError: A setting is invalid, naming it.
@@ -167,14 +172,18 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         coherence: Coherence = "sticky",
         flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS,
         max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES,
+        max_dirty_seconds: float | None = None,
         oversize: Oversize = "durable",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        config = check_arguments(durable, config, write, coherence, flush_interval_seconds, max_dirty_bytes, oversize)
+        config = check_arguments(
+            durable, config, write, coherence, flush_interval_seconds, max_dirty_bytes, oversize, max_dirty_seconds
+        )
         super().__init__(serde=durable.serde)
         self.config = config
         self.flush_interval_seconds = float(flush_interval_seconds)
-        shared = Shared(write, coherence, max_dirty_bytes, config.max_dropped_thread_records, oversize)
+        age = self.flush_interval_seconds if max_dirty_seconds is None else float(max_dirty_seconds)
+        shared = Shared(write, coherence, max_dirty_bytes, age, config.max_dropped_thread_records, oversize, clock)
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (Store.forget_tombstone).
         # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
@@ -260,17 +269,23 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         Runtime complexity: one flush of every dirty thread.
         """
+        self._stop_background()
+        tiered_flush.deliver(self._tiers)
+        tiered_flush.flush_all(self._tiers)
+
+    async def aclose(self) -> None:
+        """Async ``close``: the background threads are stopped from the saver's own jobs pool, and the last
+        flush awaits the durable tier. Runtime complexity: that of ``close``."""
+        await in_jobs_pool(self._stop_background)
+        await tiered_flush.adeliver(self._tiers)
+        await tiered_flush.aflush_all(self._tiers)
+
+    def _stop_background(self) -> None:
+        """Stop the periodic flush and the hot tier's own background work (waiting for a run under way)."""
         shared = self._shared
         while shared.background:
             shared.background.pop().stop()
         shared.hot.close()
-        tiered_flush.deliver(self._tiers)
-        if shared.write == "back":
-            tiered_flush.flush_all(self._tiers)
-
-    async def aclose(self) -> None:
-        """Async ``close``: the last flush runs in a worker thread. Runtime complexity: that of ``close``."""
-        await asyncio.to_thread(self.close)
 
     def flush(self) -> int:
         """Write every unflushed write to the durable tier, thread by thread, oldest first; return how many.
@@ -285,8 +300,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         return tiered_flush.flush_all(self._tiers)
 
     async def aflush(self) -> int:
-        """Async ``flush``, in a worker thread. Runtime complexity: that of ``flush``."""
-        return await asyncio.to_thread(tiered_flush.flush_all, self._tiers)
+        """Async ``flush``: each write awaits the durable tier. Runtime complexity: that of ``flush``."""
+        return await tiered_flush.aflush_all(self._tiers)
 
     # --- observation ---------------------------------------------------------------------------------------------
 
@@ -415,8 +430,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiers = self._tiers
         request = tiered_reads.list_request(config, filter, before, limit)
         if request.config is None:
-            if tiers.shared.write == "back":
-                await asyncio.to_thread(tiered_flush.flush_all, tiers)
+            await tiered_flush.aflush_all(tiers)
             for item in await tiers.durable.alist(None, filter=filter, before=before, limit=limit):
                 yield item
             return
@@ -540,7 +554,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             return codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
 
         large = rough_size(values[channel] for channel in new_versions if channel in values)
-        record, blobs = await asyncio.to_thread(encode) if large > self.config.async_offload_bytes else encode()
+        record, blobs = await in_jobs_pool(encode) if large > self.config.async_offload_bytes else encode()
         missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and await tiered_flush.adirty_room(
@@ -615,7 +629,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         thread_id, namespace, checkpoint_id = tiered_writes.writes_location(config)
         pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
         if rough_size(pairs) > self.config.async_offload_bytes:
-            records = await asyncio.to_thread(codec.encode_writes, self.serde, writes, task_id, task_path)
+            records = await in_jobs_pool(lambda: codec.encode_writes(self.serde, writes, task_id, task_path))
         else:
             records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None
@@ -671,8 +685,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiered_removal.delete_for_runs(self._tiers, run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async ``delete_for_runs``, in a worker thread: it reads and rewrites whole threads."""
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        """Async ``delete_for_runs``, in a worker thread of the saver's jobs pool (never the event loop's default
+        executor): it reads and rewrites whole threads."""
+        await in_jobs_pool(lambda: self.delete_for_runs(run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and value of a thread, all namespaces, to another, in the durable tier.
@@ -687,8 +702,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiered_removal.copy_thread(self._tiers, source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async ``copy_thread``, in a worker thread: it copies a whole thread."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        """Async ``copy_thread``, in a worker thread of the saver's jobs pool: it copies a whole thread."""
+        await in_jobs_pool(lambda: self.copy_thread(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads in both tiers: ``"keep_latest"`` per namespace, or ``"delete"`` them.
@@ -715,5 +730,5 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiered_removal.keep_latest(self._tiers, ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Async ``prune``, in a worker thread: it reads and rewrites whole threads."""
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        """Async ``prune``, in a worker thread of the saver's jobs pool: it reads and rewrites whole threads."""
+        await in_jobs_pool(lambda: self.prune(thread_ids, strategy=strategy))

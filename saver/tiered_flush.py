@@ -5,37 +5,51 @@ unflushed writes (``saver.writeback``). This module moves them on:
 
 * ``flush_thread`` replays one thread's unflushed writes, oldest first, through
   the durable saver's ``put`` / ``put_writes``, holding the thread's gate shared
-  (a deletion waits for it); ``flush_all`` does every dirty thread;
+  (a deletion waits for it); ``flush_all`` does every dirty thread, the one
+  dirty longest first, and one failing thread never stops the others';
 * ``dirty_room`` is the backpressure: a write that would pass
-  ``max_dirty_bytes`` flushes first, and is refused with a
-  ``CheckpointCapacityError`` naming the durable failure if that flush fails;
+  ``max_dirty_bytes``, or that finds a write older than ``max_dirty_seconds``
+  unflushed, flushes first. If the durable tier is down, a write that does not
+  fit in bytes is refused with a ``CheckpointCapacityError`` naming the durable
+  failure; age alone never refuses (the outage is what keeps the writes back);
+* a thread whose writes the durable tier refuses while it takes the others'
+  (an unstorable write) is poisoned after ``writeback.POISON_STRIKES`` such
+  failures: its unflushed writes are dropped and reported with its thread id,
+  its hot copy leaves memory, and writes continuing what was dropped are
+  refused (``coordination.UnstorableWriteError``);
 * ``spill`` flushes the threads the hot tier evicted with unflushed writes, and
   ``deliver`` (called after every operation) hands the hot tier's drops to its
   hook, which requests those spills;
 * ``flush_in_background`` is the periodic flush; ``flush_at_exit`` flushes, at
   interpreter exit, the write-back savers still alive that nobody closed.
 
-No lock is held across a durable round trip.
+Each has an async twin that awaits the durable tier natively (its async side,
+or a sync saver's calls on ``pools.durable_pool``) and waits by polling: no
+event loop's default executor is ever used. No lock is held across a durable
+round trip.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
+import functools
 import logging
 import time
 import weakref
 
 from . import announcing
 from .engine import CheckpointCapacityError
+from .pools import in_jobs_pool
 from .tiered_settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .tiered_state import Shared, Tiers, count_rejection
-from .writeback import replay
+from .writeback import POISON_STRIKES, DirtyCheckpoint, DirtyItem, replay
 
 __all__ = [
     "adeliver",
     "adirty_room",
+    "aflush_all",
     "aflush_thread",
+    "aspill",
     "deliver",
     "dirty_room",
     "flush_all",
@@ -49,62 +63,125 @@ __all__ = [
 logger = logging.getLogger(f"{__package__}.tiered")  # TieredSaver's one logger, whichever module logs
 
 
-def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """Write-back backpressure: flush until ``needed`` more bytes fit under ``max_dirty_bytes``.
+# --- backpressure ---------------------------------------------------------------------------------------------
 
-    Returns False for a write that still does not fit (larger than the bound
-    by itself, or other writers filled it again): it is written through
-    instead, durable first, after the thread's own unflushed writes. A write
-    that had to wait is counted, with its wait, in ``stats()``
-    (``backpressure_waits``, ``backpressure_seconds``).
+
+def _pressed(shared: Shared, needed: int) -> bool:
+    """Whether a write of ``needed`` bytes must flush first: it would pass ``max_dirty_bytes``, or the oldest
+    unflushed write is older than ``max_dirty_seconds`` (unless an age-driven flush failed lately).
+
+    Runtime complexity: amortized O(log t) for t dirty threads.
+    """
+    dirty = shared.dirty
+    if dirty.nbytes + needed > shared.max_dirty_bytes:
+        return True
+    if not dirty.threads:
+        return False
+    now = shared.clock()
+    return now >= shared.age_retry_at and now - dirty.oldest_since() > shared.max_dirty_seconds
+
+
+def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
+    """Write-back backpressure: flush, the threads dirty longest first, until ``needed`` more bytes fit under
+    ``max_dirty_bytes`` and nothing unflushed is older than ``max_dirty_seconds``.
+
+    Returns False for a write that still does not fit in bytes (larger than the bound by itself, or other
+    writers filled it again): it is written through instead, durable first, after the thread's own unflushed
+    writes. A write that had to wait is counted, with its wait, in ``stats()`` (``backpressure_waits``,
+    ``backpressure_seconds``). A failing thread never stops the others' flushes.
 
     Raises:
-        CheckpointCapacityError: The flush failed, so nothing more fits; names the durable failure.
+        CheckpointCapacityError: The flushes failed, so the write does not fit in bytes; names the durable failure.
 
     Runtime complexity: O(1) when it fits; else up to ``DIRTY_ROOM_ATTEMPTS`` rounds of flushes (one durable
     write per unflushed item flushed).
     """
     shared = tiers.shared
-    if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
+    if not _pressed(shared, needed):
         return True
     start = time.perf_counter()
+    failure: Exception | None = None
     try:
-        return _make_room(tiers, thread_id, needed)
-    finally:
-        with shared.hot.store.exclusive():
-            shared.counters.backpressure_waits += 1
-            shared.counters.backpressure_seconds += time.perf_counter() - start
-
-
-def _make_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """``dirty_room`` once the write does not fit: flush the threads dirty longest until it does."""
-    shared = tiers.shared
-    for _ in range(DIRTY_ROOM_ATTEMPTS):
-        if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
-            return True
-        if needed > shared.max_dirty_bytes:
-            break
-        try:
-            for dirty in shared.dirty.dirty_threads():  # the thread dirty longest first, until it fits
-                flush_thread(tiers, dirty)
-                if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
+        if needed <= shared.max_dirty_bytes:
+            for _ in range(DIRTY_ROOM_ATTEMPTS):
+                for dirty in shared.dirty.dirty_threads():
+                    if not _pressed(shared, needed):
+                        return True
+                    try:
+                        flush_thread(tiers, dirty)
+                    except Exception as error:
+                        failure = error  # counted and logged by the flush; the next thread may still go
+                if not _pressed(shared, needed):
                     return True
-        except Exception as error:
-            raise _refusal(tiers, thread_id, "max_dirty_bytes", shared.max_dirty_bytes, needed, error) from error
-    try:
-        flush_thread(tiers, thread_id)  # its parents first
-    except Exception as error:
-        raise _refusal(tiers, thread_id, "max_dirty_bytes", shared.max_dirty_bytes, needed, error) from error
-    return False
+            if _fits(shared, needed):
+                return _aged(shared, failure)
+        if failure is None:
+            try:
+                flush_thread(tiers, thread_id)  # its parents first, before it goes through
+            except Exception as error:
+                failure = error
+        return _through(tiers, thread_id, needed, failure)
+    finally:
+        _count_wait(shared, time.perf_counter() - start)
 
 
 async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """Async ``dirty_room``: when it must flush, it does so in a worker thread. Runtime complexity: that of
-    ``dirty_room``."""
+    """Async ``dirty_room``: its flushes await the durable tier. Runtime complexity: that of ``dirty_room``."""
     shared = tiers.shared
-    if shared.dirty.nbytes + needed <= shared.max_dirty_bytes:
+    if not _pressed(shared, needed):
         return True
-    return await asyncio.to_thread(dirty_room, tiers, thread_id, needed)
+    start = time.perf_counter()
+    failure: Exception | None = None
+    try:
+        if needed <= shared.max_dirty_bytes:
+            for _ in range(DIRTY_ROOM_ATTEMPTS):
+                for dirty in shared.dirty.dirty_threads():
+                    if not _pressed(shared, needed):
+                        return True
+                    try:
+                        await aflush_thread(tiers, dirty)
+                    except Exception as error:
+                        failure = error
+                if not _pressed(shared, needed):
+                    return True
+            if _fits(shared, needed):
+                return _aged(shared, failure)
+        if failure is None:
+            try:
+                await aflush_thread(tiers, thread_id)
+            except Exception as error:
+                failure = error
+        return _through(tiers, thread_id, needed, failure)
+    finally:
+        _count_wait(shared, time.perf_counter() - start)
+
+
+def _fits(shared: Shared, needed: int) -> bool:
+    return shared.dirty.nbytes + needed <= shared.max_dirty_bytes
+
+
+def _aged(shared: Shared, failure: Exception | None) -> bool:
+    """Only the age pressed, and the bytes fit: the write goes on. When flushes failed (the durable tier is
+    down or slow) the age is not pressed again for ``max_dirty_seconds``, so that writes do not each wait
+    on a failing tier. Runtime complexity: O(1)."""
+    if failure is not None:
+        shared.age_retry_at = shared.clock() + shared.max_dirty_seconds
+    return True
+
+
+def _through(tiers: Tiers, thread_id: str, needed: int, failure: Exception | None) -> bool:
+    """The write does not fit in bytes: written through (False) once its thread is flushed, or refused naming
+    the durable failure. Runtime complexity: O(1)."""
+    if failure is not None:
+        shared = tiers.shared
+        raise _refusal(tiers, thread_id, "max_dirty_bytes", shared.max_dirty_bytes, needed, failure) from failure
+    return False
+
+
+def _count_wait(shared: Shared, seconds: float) -> None:
+    with shared.hot.store.exclusive():
+        shared.counters.backpressure_waits += 1
+        shared.counters.backpressure_seconds += seconds
 
 
 def _refusal(
@@ -128,10 +205,16 @@ def _refusal(
     )
 
 
+# --- flushing one thread ----------------------------------------------------------------------------------------
+
+
 def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
     """Flush one thread's unflushed writes, oldest first; return how many. With ``refusal`` (the hot
-    tier refused a write-back write for a store-wide limit), a durable failure is raised as that
-    refusal, naming it; then the write goes through and the thread's hot copy leaves memory.
+    tier refused a write-back write), a durable failure is raised as that refusal, naming it; then the
+    write goes through and the thread's hot copy leaves memory.
+
+    A failure that poisons the thread (``writeback.DirtyLedger.failed``) drops its unflushed writes and
+    raises ``UnstorableWriteError``.
 
     Raises:
         Exception: The durable tier's failure (as ``refusal``, naming it, when given); what was not
@@ -141,8 +224,7 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
     """
     shared = tiers.shared
     if not shared.dirty.is_dirty(thread_id):
-        if refusal is not None:
-            _drop_behind(shared, thread_id, refusal)
+        _settle_refusal(shared, thread_id, refusal)
         return 0
     start = time.perf_counter()
     flushed = 0
@@ -157,32 +239,111 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
             finally:
                 shared.dirty.release(thread_id, flushed)
     except Exception as error:
-        _count_flush(shared, flushed, time.perf_counter() - start, failed=True)
-        if refusal is not None:
-            needed = refusal.needed or 0
-            raise _refusal(tiers, thread_id, refusal.limit, refusal.limit_value, needed, error) from error
-        raise
-    _count_flush(shared, flushed, time.perf_counter() - start, failed=False)
-    if refusal is not None:
-        _drop_behind(shared, thread_id, refusal)
+        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    _flushed(shared, thread_id, refusal, flushed, start)
     return flushed
 
 
 async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
-    """Async ``flush_thread``, in a worker thread when there is anything to do. Runtime complexity: that of
-    ``flush_thread``."""
-    if not tiers.shared.dirty.is_dirty(thread_id) and refusal is None:
-        return 0
-    return await asyncio.to_thread(flush_thread, tiers, thread_id, refusal)
+    """Async ``flush_thread``: the durable tier awaited, the gate and the ledger waited for by polling.
 
-
-def _drop_behind(shared: Shared, thread_id: str, refusal: CheckpointCapacityError) -> None:
-    """The hot tier refused a write-back write that now goes through: its copy of the thread is behind.
-    A store-wide refusal is counted as ``left_out``; a per-item one is counted as ``oversize`` when the
-    write-through leaves the thread out.
-
-    Runtime complexity: that of ``Store.delete_thread``.
+    Runtime complexity: that of ``flush_thread``.
     """
+    shared = tiers.shared
+    if not shared.dirty.is_dirty(thread_id):
+        _settle_refusal(shared, thread_id, refusal)
+        return 0
+    start = time.perf_counter()
+    flushed = 0
+    offload = tiers.config.async_offload_bytes
+    try:
+        async with shared.gates.asharing(thread_id):
+            items = await shared.dirty.aclaim(thread_id)
+            try:
+                for item in items:
+                    if _item_bytes(item) > offload:
+                        method, args = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
+                    else:
+                        method, args = replay(item, thread_id, tiers.serde)
+                    await tiers.durable.acall(method, *args)
+                    flushed += 1
+            finally:
+                shared.dirty.release(thread_id, flushed)
+    except Exception as error:
+        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    _flushed(shared, thread_id, refusal, flushed, start)
+    return flushed
+
+
+def _item_bytes(item: DirtyItem) -> int:
+    if isinstance(item, DirtyCheckpoint):
+        return item.record.nbytes + sum(len(value[1]) for value in item.values.values())
+    return item.nbytes
+
+
+def _flushed(
+    shared: Shared, thread_id: str, refusal: CheckpointCapacityError | None, flushed: int, start: float
+) -> None:
+    _count_flush(shared, flushed, time.perf_counter() - start, failed=False)
+    _settle_refusal(shared, thread_id, refusal)
+
+
+def _failed(
+    tiers: Tiers,
+    thread_id: str,
+    refusal: CheckpointCapacityError | None,
+    flushed: int,
+    start: float,
+    error: Exception,
+) -> Exception:
+    """What a failed flush raises: the durable error (as ``refusal`` when given), or, for a thread the failure
+    poisoned, ``UnstorableWriteError`` once its writes are dropped. Runtime complexity: O(1), plus dropping."""
+    shared = tiers.shared
+    _count_flush(shared, flushed, time.perf_counter() - start, failed=True)
+    if shared.dirty.failed(thread_id, error, tiers.durable.health.successes):
+        return _poison(tiers, thread_id, error)
+    if refusal is not None:
+        return _refusal(tiers, thread_id, refusal.limit, refusal.limit_value, refusal.needed or 0, error)
+    return error
+
+
+def _poison(tiers: Tiers, thread_id: str, error: Exception) -> Exception:
+    """The durable tier keeps refusing this thread's writes while it takes others': drop them (reported with
+    the thread id), let the hot copy go, and refuse from now on the writes that continue what was dropped.
+
+    Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
+    """
+    shared = tiers.shared
+    store = shared.hot.store
+    with store.exclusive():
+        dropped = shared.dirty.take(thread_id)
+        shared.marks.move(thread_id)
+        shared.residency.forget(thread_id)
+        store.delete_thread(thread_id)
+        shared.counters.unstorable_threads += 1
+        shared.counters.unstorable_writes += len(dropped)
+    first = min((item.checkpoint_id for item in dropped), default="")
+    lost = shared.unstorable.remember(thread_id, first, f"{type(error).__name__}: {error}")
+    logger.error(
+        "thread %r: the durable tier (%s) refused its unflushed writes %d times while taking other threads': "
+        "%d writes from checkpoint %r on were dropped (%s); writes continuing them are refused",
+        thread_id,
+        tiers.durable.name,
+        POISON_STRIKES,
+        len(dropped),
+        first,
+        lost.error,
+    )
+    return lost.refusal(first)
+
+
+def _settle_refusal(shared: Shared, thread_id: str, refusal: CheckpointCapacityError | None) -> None:
+    """After the thread's flush, a write the hot tier refused goes through: the thread's hot copy is behind,
+    and leaves memory. A store-wide refusal is counted as ``left_out``; a per-item one as ``oversize`` when the
+    write-through leaves the thread out. Runtime complexity: that of ``Store.delete_thread``.
+    """
+    if refusal is None:
+        return
     store = shared.hot.store
     with store.exclusive():
         shared.marks.move(thread_id)
@@ -204,15 +365,41 @@ def _count_flush(shared: Shared, flushed: int, seconds: float, *, failed: bool) 
             counters.flush_failures += 1
 
 
+# --- flushing every thread ------------------------------------------------------------------------------------
+
+
 def flush_all(tiers: Tiers) -> int:
-    """Flush every dirty thread, the one dirty longest first; raise the first durable failure. A no-op with
-    ``write="through"``.
+    """Flush every dirty thread, the one dirty longest first; a failing thread does not stop the others.
+    Raise the first failure once every thread was tried. A no-op with ``write="through"``.
 
     Runtime complexity: one durable write per unflushed item.
     """
     if tiers.shared.write != "back":
         return 0
-    return sum(flush_thread(tiers, thread_id) for thread_id in tiers.shared.dirty.dirty_threads())
+    flushed, failure = 0, None
+    for thread_id in tiers.shared.dirty.dirty_threads():
+        try:
+            flushed += flush_thread(tiers, thread_id)
+        except Exception as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
+    return flushed
+
+
+async def aflush_all(tiers: Tiers) -> int:
+    """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
+    if tiers.shared.write != "back":
+        return 0
+    flushed, failure = 0, None
+    for thread_id in tiers.shared.dirty.dirty_threads():
+        try:
+            flushed += await aflush_thread(tiers, thread_id)
+        except Exception as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
+    return flushed
 
 
 def flush_in_background(tiers: Tiers) -> None:
@@ -270,25 +457,47 @@ def flush_at_exit() -> None:
 atexit.register(flush_at_exit)
 
 
+# --- spills and deliveries --------------------------------------------------------------------------------------
+
+
+def _spill_requests(shared: Shared) -> set[str]:
+    with shared.hot.store.exclusive():
+        thread_ids, shared.spill_requests = shared.spill_requests, set()
+    return thread_ids
+
+
+def _count_spill(shared: Shared, seconds: float) -> None:
+    with shared.hot.store.exclusive():
+        shared.counters.spills += 1
+        shared.counters.spill_seconds += seconds
+
+
 def spill(tiers: Tiers) -> None:
     """Flush the threads the hot tier evicted with unflushed writes (their writes stay in memory until
     then). A failure is counted and logged, not raised: the caller's own write succeeded.
 
     Runtime complexity: one durable write per unflushed item of those threads.
     """
-    shared = tiers.shared
-    with shared.hot.store.exclusive():
-        thread_ids, shared.spill_requests = shared.spill_requests, set()
-    for thread_id in thread_ids:
+    for thread_id in _spill_requests(tiers.shared):
         start = time.perf_counter()
         try:
             flush_thread(tiers, thread_id)
         except Exception:
             logger.exception("flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id)
             continue  # counted by the flush; retried by the next flush
-        with shared.hot.store.exclusive():
-            shared.counters.spills += 1
-            shared.counters.spill_seconds += time.perf_counter() - start
+        _count_spill(tiers.shared, time.perf_counter() - start)
+
+
+async def aspill(tiers: Tiers) -> None:
+    """Async ``spill``: each flush awaits the durable tier. Runtime complexity: that of ``spill``."""
+    for thread_id in _spill_requests(tiers.shared):
+        start = time.perf_counter()
+        try:
+            await aflush_thread(tiers, thread_id)
+        except Exception:
+            logger.exception("flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id)
+            continue
+        _count_spill(tiers.shared, time.perf_counter() - start)
 
 
 def deliver(tiers: Tiers) -> None:
@@ -304,12 +513,11 @@ def deliver(tiers: Tiers) -> None:
 
 
 async def adeliver(tiers: Tiers) -> None:
-    """Async ``deliver``: the hook as ``announcing.deliver_async`` calls it, the spill in a worker thread.
-
-    Runtime complexity: that of ``deliver``.
+    """Async ``deliver``. The hook is the tiered saver's own (``Shared.on_hot_drop``: O(1), no I/O), so it runs
+    inline; the spills await the durable tier. Runtime complexity: that of ``deliver``.
     """
     announcements = tiers.shared.hot.store.pending_drops()
     if announcements is not None:
-        await announcing.deliver_async(announcements)
+        announcing.deliver(announcements)
     if tiers.shared.spill_requests:
-        await asyncio.to_thread(spill, tiers)
+        await aspill(tiers)

@@ -13,7 +13,6 @@ and never across a durable round trip.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -25,6 +24,7 @@ from . import codec
 from .durable import Newest
 from .engine import CheckpointView
 from .locations import checkpoint_id_of, configurable, locate, namespace_of
+from .pools import in_jobs_pool
 from .tiered_state import Shared, Tiers
 
 __all__ = [
@@ -265,10 +265,10 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
 
 
 async def decode(tiers: Tiers, view: CheckpointView) -> CheckpointTuple:
-    """A hot view as a checkpoint tuple, decoded in a worker thread when it is large.
+    """A hot view as a checkpoint tuple, decoded in a worker thread of the jobs pool when it is large.
 
     Runtime complexity: O(size of the view) to deserialize.
     """
     if view.nbytes > tiers.config.async_offload_bytes:
-        return await asyncio.to_thread(codec.decode_view, tiers.serde, view)
+        return await in_jobs_pool(lambda: codec.decode_view(tiers.serde, view))
     return codec.decode_view(tiers.serde, view)

@@ -150,11 +150,12 @@ def _forget_deleted(shared: Shared, thread_id: str, newest: list[CheckpointTuple
     with store.exclusive():
         shared.marks.move(thread_id)
         hot_newest = _hot_newest(store, thread_id)
-        shared.dirty.discard(thread_id)
+        shared.dirty.take(thread_id)
         store.delete_thread(thread_id)
         shared.residency.known_empty(thread_id)
     candidates = [cid for cid in (newest_id, dirty_newest, hot_newest) if cid is not None]
     shared.deleted.remember(thread_id, max(candidates, default=None))
+    shared.unstorable.forget(thread_id)  # deleted: the tombstone refuses what continues its old lives
 
 
 def _hot_newest(store: Store, thread_id: str) -> str | None:

@@ -64,6 +64,7 @@ def check_arguments(
     flush_interval_seconds: object,
     max_dirty_bytes: object,
     oversize: object = "durable",
+    max_dirty_seconds: object = None,
 ) -> InMemoryCheckpointConfig:
     """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config.
 
@@ -86,6 +87,8 @@ def check_arguments(
         )
     _check_positive("flush_interval_seconds", flush_interval_seconds)
     _check_positive("max_dirty_bytes", max_dirty_bytes)
+    if max_dirty_seconds is not None:
+        _check_positive("max_dirty_seconds", max_dirty_seconds)
     if oversize not in OVERSIZE_MODES:
         raise ValueError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
     return checked

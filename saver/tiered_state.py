@@ -15,6 +15,7 @@ the hot store for those paths, with its lock held.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .background import JobHealth, Periodic
 from .config import InMemoryCheckpointConfig
-from .coordination import DeletedThreads, Flights, ThreadGates, WriteMarks
+from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
 from .engine import DroppedThread, Store, ThreadExport
 from .residency import EarlyWrites, ResidencyLedger
@@ -45,12 +46,23 @@ class Shared:
     hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
 
     def __init__(
-        self, write: WriteMode, coherence: Coherence, max_dirty_bytes: float, capacity: float, oversize: Oversize
+        self,
+        write: WriteMode,
+        coherence: Coherence,
+        max_dirty_bytes: float,
+        max_dirty_seconds: float,
+        capacity: float,
+        oversize: Oversize,
+        clock: Callable[[], float],
     ) -> None:
         self.write: WriteMode = write
+        self.clock = clock  # monotonic seconds: the hot tier's expiry and the age of unflushed writes
         self.coherence: Coherence = coherence
         self.oversize: Oversize = oversize
         self.max_dirty_bytes = max_dirty_bytes
+        self.max_dirty_seconds = max_dirty_seconds
+        self.age_retry_at = 0.0  # the monotonic time before which the age of unflushed writes presses no write
+        self.unstorable = UnstorableThreads(capacity)
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
         self.dirty = DirtyLedger()
@@ -118,6 +130,8 @@ def read_stats(shared: Shared) -> TieredStats:
             dirty_threads=len(dirty),
             dirty_bytes=dirty.nbytes,
             max_dirty_bytes=shared.max_dirty_bytes,
+            oldest_dirty_seconds=max(0.0, shared.clock() - dirty.oldest_since()) if dirty.threads else 0.0,
+            max_dirty_seconds=shared.max_dirty_seconds,
             flushes=counters.flushes,
             flushed_writes=counters.flushed_writes,
             flush_seconds=counters.flush_seconds,
@@ -133,8 +147,24 @@ def read_stats(shared: Shared) -> TieredStats:
             stale=counters.stale,
             validation_seconds=counters.validation_seconds,
             deleted_thread_records=len(shared.deleted),
+            unstorable_threads=counters.unstorable_threads,
+            unstorable_writes=counters.unstorable_writes,
+            last_unstorable=last_unstorable(shared),
             rejections=dict(counters.rejections),
         )
+
+
+def last_unstorable(shared: Shared) -> str | None:
+    """The last thread whose unflushed writes were dropped, as ``thread 'id' at checkpoint 'id': error``.
+
+    Runtime complexity: O(1).
+    """
+    unstorable = shared.unstorable
+    with unstorable.lock:
+        if not unstorable.records:
+            return None
+        record = next(reversed(unstorable.records.values()))
+    return f"thread {record.thread_id!r} from checkpoint {record.first_dropped!r}: {record.error}"
 
 
 # --- reading the hot store (lock held) ------------------------------------------------------------------------

@@ -34,8 +34,10 @@ class TieredStats:
         oversize: Writes past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` stored in the durable
             tier alone (``oversize="durable"``): the thread left memory, still durable.
         dirty_threads: Threads with unflushed writes (write-back).
-        dirty_bytes: Their bytes.
+        dirty_bytes: What the unflushed writes keep alive (each value once per thread).
         max_dirty_bytes: The bound on ``dirty_bytes``.
+        oldest_dirty_seconds: How long the oldest unflushed write has waited (0 with none).
+        max_dirty_seconds: The bound on it while the durable tier takes writes.
         flushes: Flushes of a thread that wrote something to the durable tier.
         flushed_writes: Checkpoints and write batches flushed.
         flush_seconds: Time spent flushing, in all.
@@ -52,6 +54,10 @@ class TieredStats:
         stale: Checks that found the hot copy stale (it was dropped and read again).
         validation_seconds: Time spent on coherence checks, in all.
         deleted_thread_records: Deleted threads remembered so that their late writes are refused.
+        unstorable_threads: Threads whose unflushed writes the durable tier kept refusing while it took the
+            others': their writes were dropped (logged with the thread id), what continues them is refused.
+        unstorable_writes: The checkpoints and write batches dropped so.
+        last_unstorable: The last such thread, the checkpoint its drop began at and the durable failure, or None.
         rejections: Writes refused before the durable write, by limit (and ``deleted_thread``).
     """
 
@@ -67,6 +73,8 @@ class TieredStats:
     dirty_threads: int
     dirty_bytes: int
     max_dirty_bytes: float
+    oldest_dirty_seconds: float
+    max_dirty_seconds: float
     flushes: int
     flushed_writes: int
     flush_seconds: float
@@ -82,6 +90,9 @@ class TieredStats:
     stale: int
     validation_seconds: float
     deleted_thread_records: int
+    unstorable_threads: int
+    unstorable_writes: int
+    last_unstorable: str | None
     rejections: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -106,4 +117,6 @@ class Counters:
     validations: int = 0
     stale: int = 0
     validation_seconds: float = 0.0
+    unstorable_threads: int = 0
+    unstorable_writes: int = 0
     rejections: Counter[str] = field(default_factory=Counter)

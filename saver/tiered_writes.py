@@ -46,7 +46,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .coordination import ThreadDeletedError
+from .coordination import ThreadDeletedError, UnstorableWriteError
 from .engine import Blob, CheckpointCapacityError, CheckpointRecord, Store, WriteRecord, identifiers
 from .engine.records import BlobKey, payload_size
 from .locations import locate
@@ -281,16 +281,8 @@ def back_put(
             return Fallback(None)
         shared.early.settled(thread_id, namespace, record.checkpoint_id)
         shared.marks.move(thread_id)
-        shared.dirty.add(
-            thread_id,
-            DirtyCheckpoint(
-                namespace,
-                record,
-                view.channel_values,
-                {channel: version for channel, version in blobs},
-                added(record, blobs),
-            ),
-        )
+        item = DirtyCheckpoint(namespace, record, view.channel_values, {channel: version for channel, version in blobs})
+        shared.dirty.add(thread_id, item, shared.clock())
         _note_checkpoint(shared, thread_id, namespace, record.checkpoint_id, was_alive, churn)
     return None
 
@@ -330,10 +322,8 @@ def back_put_writes(
             shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         shared.marks.move(thread_id)
         if records:
-            shared.dirty.add(
-                thread_id,
-                DirtyWrites(namespace, checkpoint_id, task_id, task_path, tuple(records), batch_bytes(records)),
-            )
+            item = DirtyWrites(namespace, checkpoint_id, task_id, task_path, tuple(records), batch_bytes(records))
+            shared.dirty.add(thread_id, item, shared.clock())
         _note_writes(shared, thread_id, was_alive, churn)
     return None
 
@@ -370,10 +360,12 @@ def _note_writes(shared: Shared, thread_id: str, was_alive: bool, churn: int) ->
 
 
 def refuse_deleted(shared: Shared, thread_id: str, continues: str | None) -> None:
-    """Refuse, and count, a write continuing a thread deleted since (``DeletedThreads.refuse``).
+    """Refuse, and count, a write continuing a thread deleted since (``DeletedThreads.refuse``), or writes
+    the durable tier refused and which were dropped (``UnstorableThreads.refuse``).
 
     Raises:
         ThreadDeletedError: It continues the deleted thread.
+        UnstorableWriteError: It continues dropped writes.
 
     Runtime complexity: O(1).
     """
@@ -381,6 +373,11 @@ def refuse_deleted(shared: Shared, thread_id: str, continues: str | None) -> Non
         shared.deleted.refuse(thread_id, continues)
     except ThreadDeletedError:
         count_rejection(shared, "deleted_thread")
+        raise
+    try:
+        shared.unstorable.refuse(thread_id, continues)
+    except UnstorableWriteError:
+        count_rejection(shared, "unstorable_thread")
         raise
 
 

@@ -8,26 +8,57 @@ durable tier has them. A flush replays a thread's writes oldest first (parents
 before children, a checkpoint before the writes that came after it), each
 through the durable saver's public ``put`` / ``put_writes``.
 
-What waits is bounded by ``max_dirty_bytes``: the caller makes room (flushes)
-before adding, never queueing past the bound. The bytes counted are what each
-write added: a checkpoint, its metadata and its new channel values, or a batch
-of pending writes with their task paths (the engine's counting). The values an
-unflushed checkpoint keeps from its parent are shared with the hot tier or with
-the parent's own entry.
+What waits is bounded twice, by the caller (``tiered_flush.dirty_room``), which
+makes room before adding, never queueing past the bounds:
+
+* in bytes (``max_dirty_bytes``): every byte the ledger keeps alive is counted,
+  once per thread: a checkpoint record, each value an unflushed checkpoint
+  holds (a value several of the thread's unflushed checkpoints share, as
+  unchanged channels do, counts once), and each batch of pending writes with
+  its task paths. A value the hot tier holds too is counted: the ledger keeps
+  it alive once the thread leaves memory;
+* in age (``max_dirty_seconds``): ``oldest_since`` is when the oldest unflushed
+  write came.
+
+A thread whose writes the durable tier refuses for what they hold, while it
+takes the others', is struck (``failed``); past ``POISON_STRIKES`` it is
+poisoned, and the caller takes its writes out (``take``) so that it stops
+holding up everyone's flushes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .engine import CheckpointRecord, Payload, Version, WriteRecord
+from .engine.records import payload_size
 
-__all__ = ["DirtyCheckpoint", "DirtyItem", "DirtyLedger", "DirtyWrites", "Replay", "replay"]
+__all__ = [
+    "CLAIM_POLL_SECONDS",
+    "POISON_STRIKES",
+    "Backlog",
+    "DirtyCheckpoint",
+    "DirtyItem",
+    "DirtyLedger",
+    "DirtyWrites",
+    "Replay",
+    "refuses_the_data",
+    "replay",
+]
+
+POISON_STRIKES = 2
+"""Failed flushes of a thread, each while the durable tier took other writes since the one before, that poison it."""
+
+CLAIM_POLL_SECONDS = 0.001
+"""How often an async flusher looks again at a thread another flusher holds (it never blocks its loop)."""
 
 
 class DirtyCheckpoint(NamedTuple):
@@ -38,14 +69,17 @@ class DirtyCheckpoint(NamedTuple):
         record: The checkpoint as the hot tier stored it (metadata merged, parent id).
         values: Every non-empty channel value it references, as a read returns them.
         new_versions: The channels the put stored new values for, and their versions.
-        nbytes: What it added (checkpoint, metadata, new values).
     """
 
     namespace: str
     record: CheckpointRecord
     values: Mapping[str, Payload]
     new_versions: Mapping[str, Version]
-    nbytes: int
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The checkpoint's id."""
+        return self.record.checkpoint_id
 
 
 class DirtyWrites(NamedTuple):
@@ -57,7 +91,7 @@ class DirtyWrites(NamedTuple):
         task_id: The task.
         task_path: The task's path.
         writes: The records, in the order of the call (so each gets its index back).
-        nbytes: What it added (values and task paths).
+        nbytes: Its values and task paths.
     """
 
     namespace: str
@@ -71,42 +105,147 @@ class DirtyWrites(NamedTuple):
 DirtyItem = DirtyCheckpoint | DirtyWrites
 
 
-class DirtyLedger:
-    """Each thread's unflushed writes, oldest first, and their bytes.
+@dataclass(eq=False)
+class Backlog:
+    """One thread's unflushed writes, oldest first, and what they keep alive.
 
-    Invariant: ``nbytes`` is the sum of every item's ``nbytes`` and each
-    thread's ``thread_bytes`` the sum of its own; a thread with no item has no
-    entry; threads sit in the order they first became dirty; a thread is being
-    flushed by at most one caller (``flushing``). Everything is guarded by
-    ``lock``; nobody holds it across a durable round trip.
+    Invariant: ``items`` and ``times`` have one entry per unflushed write (``times`` non-decreasing);
+    ``payloads`` maps each distinct value object the checkpoints among them hold to how many hold it and its
+    size; ``nbytes`` is the sum of the items' own bytes (a record, or a batch of writes) and of those sizes.
+
+    Attributes:
+        items: The unflushed writes, oldest first.
+        times: When each came (the ledger's clock).
+        payloads: ``id(value)`` to ``[holders, size]``.
+        nbytes: What the backlog keeps alive.
+        strikes: Failed flushes in a row, each while the durable tier took other writes since the one before.
+        successes_seen: The durable tier's successful calls at the last failed flush.
+    """
+
+    items: deque[DirtyItem] = field(default_factory=deque)
+    times: deque[float] = field(default_factory=deque)
+    payloads: dict[int, list[int]] = field(default_factory=dict)
+    nbytes: int = 0
+    strikes: int = 0
+    successes_seen: int = 0
+
+    def push(self, item: DirtyItem, at: float) -> int:
+        """Add an item; return the bytes it added. Runtime complexity: O(values of the item)."""
+        added = _own_bytes(item)
+        if isinstance(item, DirtyCheckpoint):
+            payloads = self.payloads
+            for value in item.values.values():
+                held = payloads.get(id(value))
+                if held is None:
+                    size = payload_size(value)
+                    payloads[id(value)] = [1, size]
+                    added += size
+                else:
+                    held[0] += 1
+        self.items.append(item)
+        self.times.append(at)
+        self.nbytes += added
+        return added
+
+    def pop(self) -> int:
+        """Drop the oldest item (flushed); return the bytes it freed. Runtime complexity: O(values of the item)."""
+        item = self.items.popleft()
+        self.times.popleft()
+        freed = _own_bytes(item)
+        if isinstance(item, DirtyCheckpoint):
+            payloads = self.payloads
+            for value in item.values.values():
+                held = payloads[id(value)]
+                held[0] -= 1
+                if not held[0]:
+                    del payloads[id(value)]
+                    freed += held[1]
+        self.nbytes -= freed
+        return freed
+
+    def recount(self) -> int:
+        """The bytes the items keep alive, counted afresh. Runtime complexity: O(items and their values)."""
+        distinct: dict[int, int] = {}
+        for item in self.items:
+            if isinstance(item, DirtyCheckpoint):
+                for value in item.values.values():
+                    distinct[id(value)] = payload_size(value)
+        return sum(_own_bytes(item) for item in self.items) + sum(distinct.values())
+
+
+_DATA_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+_DB_API_DATA_ERRORS = frozenset({"DataError", "IntegrityError", "NotSupportedError"})
+
+
+def refuses_the_data(error: BaseException) -> bool:
+    """Whether a durable failure is about what was written, not about reaching the tier: a value or metadata
+    the saver cannot serialize (``TypeError``, ``ValueError``...), a DB-API ``DataError`` or ``IntegrityError``
+    (PostgreSQL refusing a NUL character, a number out of range), or SQLite refusing to bind a parameter.
+    Connection and operational errors (a server down, a locked database) are not.
+
+    Runtime complexity: O(depth of the error's class hierarchy).
+    """
+    if isinstance(error, _DATA_ERRORS):
+        return True
+    kinds = type(error).__mro__
+    if any(kind.__name__ in _DB_API_DATA_ERRORS for kind in kinds):
+        return True
+    return any(kind.__name__ == "InterfaceError" and kind.__module__.startswith("sqlite3") for kind in kinds)
+
+
+def _own_bytes(item: DirtyItem) -> int:
+    return item.record.nbytes if isinstance(item, DirtyCheckpoint) else item.nbytes
+
+
+class DirtyLedger:
+    """Each thread's unflushed writes (a ``Backlog``), their bytes and their age.
+
+    Invariant: ``nbytes`` is the sum of the backlogs' ``nbytes``; a thread with no item has no backlog;
+    ``ages`` holds ``(since, thread_id)`` for every backlog's oldest item (and stale pairs, skipped when read);
+    a thread is being flushed by at most one caller (``flushing``). Everything is guarded by ``lock``; nobody
+    holds it across a durable round trip.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Condition(threading.Lock())
-        self.threads: OrderedDict[str, deque[DirtyItem]] = OrderedDict()
-        self.thread_bytes: dict[str, int] = {}
+        self.threads: dict[str, Backlog] = {}
         self.nbytes = 0
         self.flushing: set[str] = set()
+        self.ages: list[tuple[float, str]] = []  # a heap
 
-    def add(self, thread_id: str, item: DirtyItem) -> None:
-        """Note an unflushed write. Runtime complexity: O(1)."""
+    def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
+        """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
+        O(log threads) when the thread was clean."""
         with self.lock:
-            items = self.threads.get(thread_id)
-            if items is None:
-                items = self.threads[thread_id] = deque()
-                self.thread_bytes[thread_id] = 0
-            items.append(item)
-            self.thread_bytes[thread_id] += item.nbytes
-            self.nbytes += item.nbytes
+            backlog = self.threads.get(thread_id)
+            if backlog is None:
+                backlog = self.threads[thread_id] = Backlog()
+                heapq.heappush(self.ages, (at, thread_id))
+            self.nbytes += backlog.push(item, at)
 
     def is_dirty(self, thread_id: str) -> bool:
         """Whether the thread has unflushed writes. Runtime complexity: O(1)."""
         return thread_id in self.threads
 
     def dirty_threads(self) -> list[str]:
-        """The threads with unflushed writes, the one dirty longest first. Runtime complexity: O(threads)."""
+        """The threads with unflushed writes, the one whose oldest write is oldest first.
+
+        Runtime complexity: O(t log t) for t dirty threads.
+        """
         with self.lock:
-            return list(self.threads)
+            return sorted(self.threads, key=lambda thread_id: self.threads[thread_id].times[0])
+
+    def oldest_since(self) -> float:
+        """When the oldest unflushed write came (``math.inf`` with none). Runtime complexity: amortized O(log t)."""
+        with self.lock:
+            ages, threads = self.ages, self.threads
+            while ages:
+                since, thread_id = ages[0]
+                backlog = threads.get(thread_id)
+                if backlog is not None and backlog.times[0] == since:
+                    return since
+                heapq.heappop(ages)  # stale: that thread was flushed (its pair, if dirty again, was pushed anew)
+            return float("inf")
 
     def claim(self, thread_id: str) -> list[DirtyItem]:
         """Become the thread's flusher (waiting for another one to finish) and take its unflushed writes in order.
@@ -116,38 +255,76 @@ class DirtyLedger:
         """
         with self.lock:
             self.lock.wait_for(lambda: thread_id not in self.flushing)
-            self.flushing.add(thread_id)
-            return list(self.threads.get(thread_id, ()))
+            return self._claimed(thread_id)
+
+    async def aclaim(self, thread_id: str) -> list[DirtyItem]:
+        """``claim`` for async callers: the wait polls, so the event loop is never blocked."""
+        while True:
+            with self.lock:
+                if thread_id not in self.flushing:
+                    return self._claimed(thread_id)
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
+
+    def _claimed(self, thread_id: str) -> list[DirtyItem]:
+        self.flushing.add(thread_id)
+        backlog = self.threads.get(thread_id)
+        return [] if backlog is None else list(backlog.items)
 
     def release(self, thread_id: str, flushed: int) -> None:
         """The flusher is done: the first ``flushed`` items taken are durable now. Runtime complexity: O(flushed)."""
         with self.lock:
-            items = self.threads.get(thread_id)
-            for _ in range(flushed if items is not None else 0):
-                item = items.popleft()  # type: ignore[union-attr]
-                self.thread_bytes[thread_id] -= item.nbytes
-                self.nbytes -= item.nbytes
-            if items is not None and not items:
-                del self.threads[thread_id], self.thread_bytes[thread_id]
+            backlog = self.threads.get(thread_id)
+            if backlog is not None:
+                for _ in range(flushed):
+                    self.nbytes -= backlog.pop()
+                if not backlog.items:
+                    del self.threads[thread_id]
+                elif flushed:
+                    backlog.strikes = 0
+                    heapq.heappush(self.ages, (backlog.times[0], thread_id))
             self.flushing.discard(thread_id)
             self.lock.notify_all()
 
-    def discard(self, thread_id: str) -> int:
-        """Forget a deleted thread's unflushed writes; return their bytes. A flush under way for it
-        finishes first (its deletion then removes what it wrote). Runtime complexity: O(items of the thread).
+    def failed(self, thread_id: str, error: BaseException, successes: int) -> bool:
+        """A flush of the thread failed with ``error``; ``successes`` counts the durable tier's successful calls
+        so far. Return whether the thread is poisoned now: it failed ``POISON_STRIKES`` times in a row with an
+        error about the data (``refuses_the_data``), each while the durable tier took other writes since the
+        failure before. An outage fails everyone alike (no success between), and a connection error is no
+        strike at all, so neither ever poisons a thread.
+
+        Runtime complexity: O(1).
+        """
+        with self.lock:
+            backlog = self.threads.get(thread_id)
+            if backlog is None:
+                return False
+            if not refuses_the_data(error):
+                backlog.strikes = 0
+            elif successes > backlog.successes_seen:
+                backlog.strikes += 1
+            else:
+                backlog.strikes = 1
+            backlog.successes_seen = successes
+            return backlog.strikes >= POISON_STRIKES
+
+    def take(self, thread_id: str) -> list[DirtyItem]:
+        """Take a thread's unflushed writes out of the ledger (a deleted or poisoned thread); return them.
+        A flush under way for it finishes first. Runtime complexity: O(items of the thread).
         """
         with self.lock:
             self.lock.wait_for(lambda: thread_id not in self.flushing)
-            items = self.threads.pop(thread_id, None)
-            freed = self.thread_bytes.pop(thread_id, 0)
-            self.nbytes -= freed
-            return freed if items is not None else 0
+            backlog = self.threads.pop(thread_id, None)
+            if backlog is None:
+                return []
+            self.nbytes -= backlog.nbytes
+            return list(backlog.items)
 
     def newest_id(self, thread_id: str) -> str | None:
         """The greatest checkpoint id among the thread's unflushed puts. Runtime complexity: O(items)."""
         with self.lock:
-            items = self.threads.get(thread_id, ())
-            ids = [item.record.checkpoint_id for item in items if isinstance(item, DirtyCheckpoint)]
+            backlog = self.threads.get(thread_id)
+            items = () if backlog is None else backlog.items
+            ids = [item.checkpoint_id for item in items if isinstance(item, DirtyCheckpoint)]
         return max(ids, default=None)
 
     def check(self) -> None:
@@ -157,11 +334,14 @@ class DirtyLedger:
             AssertionError: Naming the first drift found.
         """
         with self.lock:
-            for thread_id, items in self.threads.items():
-                kept = self.thread_bytes[thread_id]
-                if kept != sum(item.nbytes for item in items) or not items:
+            for thread_id, backlog in self.threads.items():
+                if not backlog.items or len(backlog.items) != len(backlog.times):
+                    raise AssertionError(f"the backlog of {thread_id!r} is malformed")
+                if backlog.nbytes != backlog.recount():
                     raise AssertionError(f"dirty bytes of {thread_id!r} drift")
-            if self.nbytes != sum(self.thread_bytes.values()):
+                if list(backlog.times) != sorted(backlog.times):
+                    raise AssertionError(f"the unflushed writes of {thread_id!r} are out of order")
+            if self.nbytes != sum(backlog.nbytes for backlog in self.threads.values()):
                 raise AssertionError("dirty bytes drift")
 
     def __len__(self) -> int:

@@ -1,23 +1,24 @@
-"""``TieredSaver`` over a sync durable saver never starves the event loop's default executor into a deadlock.
+"""``TieredSaver``'s async methods never need the event loop's default executor, so they never deadlock on it.
 
-A sync durable saver (``SqliteSaver``, ``PostgresSaver``) has no async side, so the tiered saver's async
-methods run its calls in worker threads. Some of the saver's own async methods (``aflush``, ``aclose``,
-write-back's backpressure, ``aprune``...) also run sync work in the default executor, and that work may
-wait on a thread's gate (``coordination.ThreadGates``). A coroutine holding a gate (``adelete_thread``
-alone, a write-through ``aput`` shared) must therefore never need the default executor to let it go:
-once every worker waits on the gate, its own call would never run.
+The default executor belongs to everyone on the loop: LangGraph, the durable saver itself
+(``AsyncPostgresSaver.aput`` serializes there with ``asyncio.to_thread``), the application. A tiered job parked
+there waiting for work queued behind it hangs once every worker waits (20 concurrent ``ainvoke`` over
+``AsyncPostgresSaver`` with write-back hung so: tests/test_tiered_async_durable.py runs that). So:
 
-Each test gives the loop a default executor of one worker, parks that worker on an event, queues a job
-that will wait on the gate, has a coroutine take the gate, then frees the worker. The order is made by
-events and by counting what the executor was handed, never by sleeping. A hang fails after ``WAIT``
-seconds (never reached when things work), and the gate is then let go so that nothing stays stuck.
+* every async method runs with the loop's only default worker parked for the whole test, and finishes;
+* the saver's own jobs pool, cut to one worker, holding a job that waits on a thread's gate, never stops the
+  coroutine that holds the gate (it awaits only the durable tier);
+* a deletion holding a gate alone never starves the flushes waiting for it, nor the other way round.
+
+The order is made by events and by polling conditions, never by sleeping for correctness. A hang fails after
+``WAIT`` seconds (never reached when things work), and what was held is then let go.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Collection, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -25,22 +26,21 @@ from typing import Any, ParamSpec, TypeVar
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, pools
 from tests.helpers import config, make_checkpoint
-from tests.test_tiered_support import sqlite_durable
+from tests.test_tiered_support import ControlledSqlite, sqlite_durable
 
 WAIT = 20.0  # seconds before a wait counts as a hang (never reached when things work)
-THREAD = "doomed"
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class OneWorker(ThreadPoolExecutor):
-    """The loop's default executor: one worker, and a count of the jobs it was handed (from the loop's thread)."""
+class CountingExecutor(ThreadPoolExecutor):
+    """A loop's default executor: ``workers`` threads, and a count of the jobs it was handed."""
 
-    def __init__(self) -> None:
-        super().__init__(max_workers=1, thread_name_prefix="one-default-worker")
+    def __init__(self, workers: int = 1) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="default-worker")
         self.submitted = 0
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
@@ -58,158 +58,159 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.001)
 
 
-async def all_finish(tasks: dict[str, asyncio.Task[Any]]) -> None:
-    """Wait for every task; on a hang, cancel them (their gates are let go) and fail naming the stuck ones."""
-    _, pending = await asyncio.wait(tasks.values(), timeout=WAIT)
-    if pending:
-        stuck = sorted(name for name, task in tasks.items() if task in pending)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        pytest.fail(f"deadlock: {stuck} did not finish in {WAIT} s (a worker waits on a gate a coroutine holds)")
-    for task in tasks.values():
-        task.result()  # raise what failed
-
-
-async def settle(tasks: Collection[asyncio.Task[Any]]) -> None:
-    """Wait for cancelled tasks to finish unwinding."""
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def run_on_one_worker(scenario: Callable[[OneWorker], Coroutine[Any, Any, None]]) -> None:
-    """Run ``scenario`` on a fresh loop whose default executor has one worker; after it, cancel what it left
-    running (letting its gates go), then shut both down."""
-    loop = asyncio.new_event_loop()
-    executor = OneWorker()
-    loop.set_default_executor(executor)
+async def finish(awaitable: Coroutine[Any, Any, T], what: str) -> T:
     try:
-        loop.run_until_complete(scenario(executor))
+        return await asyncio.wait_for(awaitable, WAIT)
+    except TimeoutError:
+        pytest.fail(f"hung: {what} did not finish in {WAIT} s")
+
+
+def run_with_parked_default_worker(scenario: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    """Run ``scenario`` on a fresh loop whose only default worker is parked throughout; return how many jobs the
+    default executor was handed besides the parked one."""
+    loop = asyncio.new_event_loop()
+    executor = CountingExecutor()
+    loop.set_default_executor(executor)
+    release = threading.Event()
+    try:
+        parked = loop.run_in_executor(None, release.wait, WAIT)
+        loop.run_until_complete(scenario())
+        return executor.submitted - 1
     finally:
-        left = asyncio.all_tasks(loop)
-        for task in left:
-            task.cancel()
-        if left:
-            loop.run_until_complete(settle(left))
+        release.set()
+        loop.run_until_complete(parked)
         executor.shutdown(wait=True)
         loop.close()
 
 
-async def park_the_worker(executor: OneWorker, release: threading.Event) -> asyncio.Task[bool]:
-    """Occupy the only worker until ``release`` is set."""
-    before = executor.submitted
-    parked = asyncio.ensure_future(asyncio.to_thread(release.wait, WAIT))
-    await until(lambda: executor.submitted == before + 1, "the worker is parked")
-    return parked
-
-
-def durable_tuples(tiered: TieredSaver, thread_id: str) -> list[Any]:
-    """What the durable tier alone holds of the thread."""
-    return list(tiered.durable.list(config(thread_id)))
-
-
 async def put_root(tiered: TieredSaver, thread_id: str, size: int = 10) -> RunnableConfig:
-    """A first checkpoint of the thread, with a value of ``size`` characters; the config it was stored under."""
     return await tiered.aput(config(thread_id), make_checkpoint({"x": "v" * size}), {"step": -1}, {"x": 1})
 
 
-# --- a deletion holds the gate alone while a flush in the executor waits for it -----------------------------------
+async def put_child(tiered: TieredSaver, parent: RunnableConfig, value: str) -> RunnableConfig:
+    return await tiered.aput(parent, make_checkpoint({"x": value}, {"x": 2}), {"step": 0}, {"x": 2})
 
 
-async def trigger_aflush(tiered: TieredSaver) -> None:
+async def every_async_method(tiered: TieredSaver) -> None:
+    """Every async method, and the paths they take (hits, misses, evictions and spills, backpressure, large
+    values offloaded, cold operations), with a hot tier of two threads."""
+    big = "b" * (2 * tiered.config.async_offload_bytes)
+    roots = {name: await put_root(tiered, name) for name in ("a", "b", "c", "d")}  # evictions, spills
+    child = await put_child(tiered, roots["a"], big)  # a large value: serialized off the loop
+    await tiered.aput_writes(child, [("x", big)], "task-big")
+    assert (await tiered.aget_tuple(config("a"))) is not None  # a miss or a hit
+    assert (await tiered.aget_tuple(config("a"))) is not None  # a hit
+    assert len([item async for item in tiered.alist(config("b"))]) == 1
+    assert len([item async for item in tiered.alist(None)]) >= 5
+    await tiered.aget_delta_channel_history(config=config("c"), channels=["x"])
     await tiered.aflush()
-
-
-async def trigger_aclose(tiered: TieredSaver) -> None:
+    await tiered.acopy_thread("a", "copy")
+    await tiered.adelete_for_runs(["no-such-run"])
+    await tiered.aprune(["copy"], strategy="keep_latest")
+    await tiered.aprune(["copy"], strategy="delete")
+    await tiered.adelete_thread("d")
     await tiered.aclose()
 
 
-async def trigger_backpressure(tiered: TieredSaver) -> None:
-    """A write on another thread that needs room: it flushes the deleted thread's unflushed write first."""
-    await put_root(tiered, "bystander", size=1_500)
-
-
-async def trigger_acopy_thread(tiered: TieredSaver) -> None:
-    """A copy from another thread into the one being deleted: it flushes, then writes it, gate shared."""
-    await tiered.acopy_thread("bystander-source", THREAD)
-
-
-TRIGGERS: dict[str, Callable[[TieredSaver], Awaitable[None]]] = {
-    "aflush": trigger_aflush,
-    "aclose": trigger_aclose,
-    "backpressure": trigger_backpressure,
-    "acopy_thread": trigger_acopy_thread,
-}
-
-
-@pytest.mark.parametrize("trigger", sorted(TRIGGERS))
-def test_adelete_thread_does_not_starve_a_flush_waiting_in_the_default_executor(tmp_path: Path, trigger: str) -> None:
-    """The reviewer's deadlock: ``adelete_thread`` holds the gate alone across the durable calls; the flush
-    (or copy) queued before it in the executor waits on that gate in the only worker."""
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_every_async_method_finishes_with_the_default_executor_parked(tmp_path: Path, write: str) -> None:
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
-        write="back",
+        config=InMemoryCheckpointConfig(max_threads=2, async_offload_bytes=1_000),
+        write=write,  # type: ignore[arg-type]
+        max_dirty_bytes=3_000,  # the large writes press: backpressure flushes the others first
         flush_interval_seconds=float("inf"),
-        max_dirty_bytes=2_500,  # the doomed thread's write fits; the bystander's needs it flushed first
     )
 
-    async def scenario(executor: OneWorker) -> None:
-        await put_root(tiered, THREAD, size=1_000)  # unflushed: the flush will want the thread's gate
-        if trigger == "acopy_thread":
-            await put_root(tiered, "bystander-source")
-            tiered.flush()  # the copy's own flushes then have nothing to write but the doomed thread's
-        release = threading.Event()
-        try:
-            parked = await park_the_worker(executor, release)
-            queued = executor.submitted + 1
-            flushing = asyncio.ensure_future(TRIGGERS[trigger](tiered))
-            await until(lambda: executor.submitted == queued, f"{trigger} queued its job behind the parked one")
-            deleting = asyncio.ensure_future(tiered.adelete_thread(THREAD))
-            gates = tiered._shared.gates
-            await until(lambda: THREAD in gates.exclusive or deleting.done(), "the deletion holds the gate")
-        finally:
-            release.set()
-        await all_finish({"parked": parked, trigger: flushing, "adelete_thread": deleting})
+    async def scenario() -> None:
+        await finish(every_async_method(tiered), "the async methods")
 
-    run_on_one_worker(scenario)
-    tiered.close()  # flushes whatever is left
+    assert run_with_parked_default_worker(scenario) == 0  # nothing was handed to the default executor
+    tiered.check()
+    stats = tiered.stats()
+    assert stats.dirty_bytes == 0 and stats.hot.evicted_threads >= 2
+    if write == "back":
+        assert stats.backpressure_waits >= 1 and stats.spills >= 1
+    assert tiered.get_tuple(config("d")) is None
+    durable = sqlite_durable(tmp_path / "durable.sqlite")
+    assert durable.get_tuple(config("a")).checkpoint["channel_values"]["x"].startswith("b")  # type: ignore[union-attr]
+
+
+# --- the saver's own jobs pool: one worker, waiting on a gate, never stops the gate's holder ----------------------
+
+
+@pytest.fixture
+def one_job_worker(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The tiered saver's jobs pool cut to one worker, for this test."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="one-job-worker")
+    monkeypatch.setitem(pools._pools, "jobs", pool)
+    yield pool
+    pool.shutdown(wait=True)
+
+
+def test_a_prune_waiting_in_the_only_job_worker_does_not_starve_the_write_holding_the_gate(
+    tmp_path: Path, one_job_worker: Any
+) -> None:
+    """``aput`` (write-through) holds the thread's gate shared across its durable put; ``aprune(delete)``,
+    in the jobs pool's only worker, waits to hold the gate alone. The put's durable call runs on the durable
+    pool (never behind the prune), so both finish: the write first, then the deletion takes everything."""
+    durable = ControlledSqlite(tmp_path / "durable.sqlite")
+    tiered = TieredSaver(durable)
+
+    async def scenario() -> None:
+        root = await put_root(tiered, "doomed")
+        durable.gated = {"put"}
+        durable.gate.clear()
+        writing = asyncio.ensure_future(put_child(tiered, root, "w"))
+        await until(durable.entered.is_set, "the write waits inside its durable put, gate shared")
+        pruning = asyncio.ensure_future(tiered.aprune(["doomed"], strategy="delete"))
+        await until(lambda: "doomed" in tiered._shared.gates.exclusive, "the prune waits for the gate alone")
+        durable.gate.set()
+        await finish(asyncio.gather(writing, pruning), "the write and the prune")
+
+    asyncio.run(scenario())
+    assert list(sqlite_durable(tmp_path / "durable.sqlite").list(config("doomed"))) == []
+    assert tiered.get_tuple(config("doomed")) is None
+    tiered.check()
+
+
+@pytest.mark.parametrize("trigger", ["aflush", "aclose", "backpressure", "acopy_thread"])
+def test_a_deletion_holding_the_gate_alone_does_not_starve_the_flushes_waiting_for_it(
+    tmp_path: Path, one_job_worker: Any, trigger: str
+) -> None:
+    """``adelete_thread`` holds the gate alone across its durable calls; a flush (or a copy, in the jobs pool's
+    only worker) waits for the gate. Everything finishes, and nothing brings the deleted thread's write back."""
+    durable = ControlledSqlite(tmp_path / "durable.sqlite")
+    tiered = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"), max_dirty_bytes=2_500)
+
+    async def scenario() -> None:
+        await put_root(tiered, "doomed", size=1_000)  # unflushed: a flush will want the thread's gate
+        if trigger == "acopy_thread":
+            await put_root(tiered, "source")
+            await tiered.aflush()
+        durable.gated = {"delete_thread"}
+        durable.gate.clear()
+        deleting = asyncio.ensure_future(tiered.adelete_thread("doomed"))
+        await until(durable.entered.is_set, "the deletion waits inside its durable call, gate alone")
+        if trigger == "aflush":
+            waiting = asyncio.ensure_future(tiered.aflush())
+        elif trigger == "aclose":
+            waiting = asyncio.ensure_future(tiered.aclose())
+        elif trigger == "backpressure":
+            waiting = asyncio.ensure_future(put_root(tiered, "bystander", size=1_500))
+        else:
+            waiting = asyncio.ensure_future(tiered.acopy_thread("source", "doomed"))
+        for _ in range(50):
+            await asyncio.sleep(0)  # let the waiter reach the gate
+        durable.gate.set()
+        await finish(asyncio.gather(deleting, waiting), f"adelete_thread and {trigger}")
+
+    asyncio.run(scenario())
+    tiered.close()
     tiered.check()
     assert tiered.stats().dirty_bytes == 0
-    # The promises hold: nothing brought the deleted thread's own write back, not even the flush queued first.
-    values = [item.checkpoint["channel_values"]["x"] for item in durable_tuples(tiered, THREAD)]
-    if trigger == "acopy_thread":
-        assert values == ["v" * 10]  # the copy, made after the deletion, wrote the thread again, on purpose
-    else:
-        assert values == []
-        assert tiered.get_tuple(config(THREAD)) is None
-    if trigger == "backpressure":
-        assert [item.checkpoint["channel_values"]["x"] for item in durable_tuples(tiered, "bystander")] == ["v" * 1_500]
-
-
-# --- a write-through holds the gate shared while a deletion in the executor waits for it --------------------------
-
-
-def test_a_write_through_does_not_starve_a_deletion_waiting_in_the_default_executor(tmp_path: Path) -> None:
-    """The other way round: ``aput`` (write-through) holds the gate shared across the durable put, and
-    ``aprune(strategy="delete")`` queued before it takes the gate alone in the only worker."""
-    tiered = TieredSaver(sqlite_durable(tmp_path / "durable.sqlite"), config=InMemoryCheckpointConfig())
-
-    async def scenario(executor: OneWorker) -> None:
-        root = await put_root(tiered, THREAD)
-        release = threading.Event()
-        try:
-            parked = await park_the_worker(executor, release)
-            queued = executor.submitted + 1
-            pruning = asyncio.ensure_future(tiered.aprune([THREAD], strategy="delete"))
-            await until(lambda: executor.submitted == queued, "aprune queued its job behind the parked one")
-            child = make_checkpoint({"x": "w"}, {"x": 2})
-            writing = asyncio.ensure_future(tiered.aput(root, child, {"step": 0}, {"x": 2}))
-            gates = tiered._shared.gates
-            await until(lambda: THREAD in gates.shared or writing.done(), "the write holds the gate")
-        finally:
-            release.set()
-        await all_finish({"parked": parked, "aprune": pruning, "aput": writing})
-
-    run_on_one_worker(scenario)
-    assert durable_tuples(tiered, THREAD) == []  # the write finished first, then the deletion took all
-    assert tiered.get_tuple(config(THREAD)) is None
-    tiered.check()
+    values = [
+        item.checkpoint["channel_values"]["x"]
+        for item in sqlite_durable(tmp_path / "durable.sqlite").list(config("doomed"))
+    ]
+    assert values == (["v" * 10] if trigger == "acopy_thread" else [])

@@ -32,6 +32,10 @@ class ControlledSqlite(SqliteSaver):
             they read: a read that began before a write and lands after it.
         holding: Set when a held call has read and waits.
         release: Held calls return once it is set.
+        unstorable: Thread ids whose puts and put_writes fail as a value the saver cannot store would
+            (``TypeError``), while other threads' go through.
+        unreachable: Thread ids whose puts and put_writes fail as a lost connection would
+            (``sqlite3.OperationalError``), while other threads' go through.
     """
 
     def __init__(self, path: Path) -> None:
@@ -45,6 +49,8 @@ class ControlledSqlite(SqliteSaver):
         self.held: set[str] = set()
         self.holding = threading.Event()
         self.release = threading.Event()
+        self.unstorable: set[str] = set()
+        self.unreachable: set[str] = set()
 
     def _hold(self, name: str, result: Any) -> Any:
         if name in self.held:
@@ -69,12 +75,20 @@ class ControlledSqlite(SqliteSaver):
         self._enter("list")
         return iter(self._hold("list", list(super().list(config, **kwargs))))
 
+    def _refuse_unstorable(self, config: Any) -> None:
+        if config["configurable"]["thread_id"] in self.unstorable:
+            raise TypeError("Object of type datetime is not JSON serializable (simulated)")
+        if config["configurable"]["thread_id"] in self.unreachable:
+            raise sqlite3.OperationalError("unable to open database file (simulated)")
+
     def put(self, *args: Any) -> Any:
         self._enter("put")
+        self._refuse_unstorable(args[0])
         return super().put(*args)
 
     def put_writes(self, *args: Any, **kwargs: Any) -> None:
         self._enter("put_writes")
+        self._refuse_unstorable(args[0])
         super().put_writes(*args, **kwargs)
 
     def delete_thread(self, thread_id: str) -> None:
