@@ -65,7 +65,7 @@ T = TypeVar("T")
 DEADLINE = 60.0  # seconds: only ever turns a hang into a failure, never decides an outcome
 SQLITE_BUSY_SECONDS = 60.0  # how long a writer waits for SQLite's write lock before "database is locked"
 
-SQLITE_KINDS = ["sqlite", "async_sqlite"]
+SQLITE_KINDS = ["sqlite", "sqlite_autocommit", "async_sqlite"]  # autocommit: isolation_level=None
 POSTGRES_KINDS = [
     "postgres",
     "postgres_pipeline",
@@ -216,6 +216,7 @@ def open_backend(kind: str, where: str, *, gate: Gate | None = None) -> Backend:
         closing.callback(loop.close)
     classes: dict[str, type[Any]] = {
         "sqlite": SqliteSaver,
+        "sqlite_autocommit": SqliteSaver,
         "async_sqlite": AsyncSqliteSaver,
         "postgres": PostgresSaver,
         "postgres_pipeline": PostgresSaver,
@@ -226,8 +227,9 @@ def open_backend(kind: str, where: str, *, gate: Gate | None = None) -> Backend:
     }
     cls = gated(classes[kind])
     saver: Any
-    if kind == "sqlite":
-        connection = sqlite3.connect(where, check_same_thread=False, timeout=SQLITE_BUSY_SECONDS)
+    if kind in ("sqlite", "sqlite_autocommit"):
+        transactions: dict[str, Any] = {"isolation_level": None} if kind == "sqlite_autocommit" else {}
+        connection = sqlite3.connect(where, check_same_thread=False, timeout=SQLITE_BUSY_SECONDS, **transactions)
         closing.callback(connection.close)
         saver = cls(connection)
     elif kind == "async_sqlite":
@@ -720,7 +722,7 @@ def lock_waiter(durable: Backend, started: threading.Event) -> Callable[[], bool
     SQLite: its connection has started ``BEGIN IMMEDIATE`` (a statement trace); PostgreSQL: an advisory
     lock request is not granted (``pg_locks``).
     """
-    if durable.kind == "sqlite":
+    if durable.kind in ("sqlite", "sqlite_autocommit"):
 
         def trace(statement: str) -> None:
             if statement.startswith("BEGIN IMMEDIATE"):
