@@ -716,6 +716,48 @@ def one_wins(kind: str, where: str, side: str) -> None:
         assert len(b.rows(thread_id)["checkpoints"]) == 2
 
 
+@pytest.mark.parametrize("kind", ["postgres_pool", "async_postgres_pool"])
+def test_on_a_pool_a_wait_at_the_lock_holds_up_no_other_call(kind: str, where: str) -> None:
+    """B's conditional put waits for A's lock on a connection of its own: B's saver still answers a read
+    meanwhile (on one connection the saver's lock is held across the wait, and the read would wait too)."""
+    gate_a = Gate()
+    with backend(kind, where, gate=gate_a) as a, backend(kind, where) as b:
+        thread_id = new_thread()
+        root = checkpoint_of({"count": 0})
+        b.saver.put(at(thread_id), root, {}, {"count": 1})
+        waiting = lock_waiter(b, threading.Event())
+        outcomes: dict[str, Any] = {}
+
+        def attempt(name: str, durable: Backend) -> None:
+            child = checkpoint_of({"count": 1})
+            try:
+                config = at(thread_id, "", root["id"])
+                outcomes[name] = stored_id(
+                    guarded(durable, "sync", config, child, {}, {"count": 2}, expected=root["id"])
+                )
+            except BaseException as error:  # handed to the test's thread, which asserts on it
+                outcomes[name] = error
+
+        gate_a.armed = True
+        first = threading.Thread(target=attempt, args=("a", a))
+        first.start()
+        assert gate_a.entered.wait(DEADLINE), "A never reached its put"
+        second = threading.Thread(target=attempt, args=("b", b))
+        second.start()
+        wait_until(waiting, "B to wait at the lock")
+        read: list[str | None] = []
+        reader = threading.Thread(target=lambda: read.append(newest_id(b, thread_id)))
+        reader.start()
+        reader.join(DEADLINE)  # the deadline only ends a hang: the read is answered at once, or never
+        blocked = reader.is_alive()
+        gate_a.opened.set()
+        first.join(DEADLINE)
+        second.join(DEADLINE)
+        reader.join(DEADLINE)
+        assert not blocked and read == [root["id"]], "B's saver answered a read while B waited at the lock"
+        assert isinstance(outcomes["b"], CheckpointConflictError) and outcomes["b"].found == outcomes["a"]
+
+
 def lock_waiter(durable: Backend, started: threading.Event) -> Callable[[], bool]:
     """A test of whether ``durable``'s next conditional put waits for the lock.
 
