@@ -13,8 +13,13 @@ PostgreSQL, sync and async, one connection, a pipeline or a pool.
 * The lock, deterministically: the first caller waits inside its critical section (checked, not yet
   stored) while the second is seen waiting at the lock (SQLite: its ``BEGIN IMMEDIATE`` started;
   PostgreSQL: its advisory lock request not granted, read from ``pg_locks``); the second has not
-  finished then, and once the first goes on, it conflicts. No sleep decides anything: the waits are
-  for events or conditions, with generous deadlines that only turn a hang into a failure.
+  finished then, and once the first goes on, it conflicts. Also on a database whose transactions
+  default to repeatable read (the read after the lock must see the winner), and, on a pool, with the
+  waiting saver still answering reads. No sleep decides anything: the waits are for events, or for
+  conditions polled (``pg_locks``), with generous deadlines that only turn a hang into a failure.
+* A put failing inside the guard stores nothing (PostgreSQL: not even what the put had sent); a sync
+  saver's async calls run on ``durable_pool``; a sync call on an async saver's own loop is refused;
+  savers without a cross-process guard are refused with the reason.
 * The headline: two OS processes (spawn), one sync and one async, race 25 updates each on one thread
   of one SQLite file and of one PostgreSQL database; the thread ends as one linear chain of 50
   checkpoints holding every update either process was acknowledged, and its counter says 50.
