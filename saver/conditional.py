@@ -515,7 +515,9 @@ def put_if_newest(
         checkpoint: The checkpoint to store.
         metadata: Its metadata.
         new_versions: The channel versions new in it.
-        expected: The newest checkpoint id the caller read, or None if it found the namespace empty.
+        expected: The newest checkpoint id the caller read, or None if it found the namespace empty. Usually
+            the new checkpoint's parent; not when forking on purpose from an older checkpoint (time travel,
+            ``update_state`` on a past config), where it is the newest the caller saw.
 
     Returns:
         The config ``saver.put`` returns.
