@@ -83,7 +83,7 @@ linear. ``put_writes`` needs no guard: writes attach to a checkpoint id and neve
 
 Async callers: ``AsyncSqliteSaver`` and ``AsyncPostgresSaver`` are called natively on their own event
 loop (a caller on another loop hands the call to it, as ``durable.DurableTier`` does); a sync saver
-runs on ``durable.durable_pool()``, never the loop's default executor (see ``durable``'s docstring).
+runs on ``pools.durable_pool()``, never the loop's default executor (see ``saver.pools``).
 A sync call on an async saver is handed to its loop and waited for (``DURABLE_CALL_SECONDS``); made on
 that loop itself, it raises ``DurableSideError``. ``AsyncPostgresSaver.aput`` itself serializes its
 blobs with ``asyncio.to_thread`` (the default executor), as a plain ``aput`` does: here that happens
@@ -97,7 +97,6 @@ import contextlib
 import copy
 import functools
 import hashlib
-import importlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -105,7 +104,9 @@ from typing import Any, Literal, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
-from .durable import DURABLE_CALL_SECONDS, DurableSideError, in_durable_pool
+from .durable import DURABLE_CALL_SECONDS, DurableSideError
+from .durable_format import kind_of
+from .pools import in_durable_pool
 
 __all__ = ["CheckpointConflictError", "aput_if_newest", "conditional_support", "put_if_newest"]
 
@@ -113,12 +114,6 @@ S = TypeVar("S")
 
 Kind = Literal["sqlite", "async_sqlite", "postgres", "async_postgres"]
 
-_SUPPORTED: tuple[tuple[Kind, str, str], ...] = (
-    ("sqlite", "langgraph.checkpoint.sqlite", "SqliteSaver"),
-    ("async_sqlite", "langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver"),
-    ("postgres", "langgraph.checkpoint.postgres", "PostgresSaver"),
-    ("async_postgres", "langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver"),
-)
 
 _NEWEST_ID_SQLITE = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
@@ -225,21 +220,9 @@ def _put(
 # --- which savers -----------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _class(module: str, name: str) -> type[Any] | None:
-    try:
-        found: type[Any] = getattr(importlib.import_module(module), name)
-    except ImportError:  # the optional package is absent: no saver of it can exist either
-        return None
-    return found
-
-
 def _kind(saver: BaseCheckpointSaver[Any]) -> Kind | None:
-    for kind, module, name in _SUPPORTED:
-        found = _class(module, name)
-        if found is not None and isinstance(saver, found):
-            return kind
-    return None
+    kind = kind_of(saver)
+    return None if kind in ("memory", "other") else kind  # type: ignore[return-value]
 
 
 def conditional_support(saver: BaseCheckpointSaver[Any]) -> str | None:

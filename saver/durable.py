@@ -25,9 +25,10 @@ crash between the two loses the thread's survivors) and cannot carry a pending
 write's ``task_path`` (the public API does not expose it).
 
 ``newest`` answers the coherence check of ``coherence="validate"``: the newest
-checkpoint id of a namespace and how many pending writes it has, by one indexed
-query where the saver allows one (``SqliteSaver``, ``PostgresSaver``,
-``AsyncPostgresSaver``), else by a ``get_tuple``.
+checkpoint id of a namespace and a digest of its pending writes, by one indexed
+query where the saver's format reads its tables (``durable_format``: SQLite,
+PostgreSQL and ``InMemorySaver``, sync or async), else by a ``get_tuple``;
+``exact_writes`` reads pending writes as stored, for read-throughs to admit.
 
 Every failure of the durable saver is counted in ``DurableHealth`` and raised
 to the caller unchanged.
@@ -47,13 +48,14 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from .config import InMemoryCheckpointConfig
-from .engine import StoreLimits
+from .durable_format import Newest, format_of
+from .engine import StoreLimits, WriteRecord
 from .locations import configurable
 from .pools import in_durable_pool
 
@@ -121,14 +123,6 @@ class DurableHealth:
             self.successes += 1
 
 
-class Newest(NamedTuple):
-    """What the coherence check compares: a namespace's newest checkpoint id (None: it has none) and
-    how many pending writes that checkpoint has."""
-
-    checkpoint_id: str | None
-    writes: int
-
-
 def _own_loop(saver: BaseCheckpointSaver[Any]) -> asyncio.AbstractEventLoop | None:
     """The event loop an async saver is bound to (``AsyncPostgresSaver.loop``, ``AsyncSqliteSaver.loop``)."""
     loop = getattr(saver, "loop", None)
@@ -174,6 +168,7 @@ class DurableTier:
         self.loop = _own_loop(saver)
         self.no_async: set[str] = set()  # async methods found to raise NotImplementedError: use the sync one
         self.native = {operation: self._has(operation) for operation in ("delete_thread", *OPTIONAL_OPERATIONS)}
+        self.format = format_of(saver)
 
     @property
     def name(self) -> str:
@@ -278,28 +273,77 @@ class DurableTier:
             )
 
     def newest(self, thread_id: str, namespace: str) -> Newest:
-        """The newest checkpoint id of a namespace and its number of pending writes (the coherence check).
+        """The newest checkpoint id of a namespace and a digest of its pending writes (the coherence check).
 
-        One indexed query for ``SqliteSaver`` and ``PostgresSaver``, else a ``get_tuple``.
+        One indexed query where the format reads the saver's tables (``durable_format``), else a ``get_tuple``.
         Runtime complexity: one round trip.
         """
-        probe = _sync_probe(self.saver)
-        if probe is not None:
-            with self.health.counting():
-                return probe(thread_id, namespace)
-        found = self.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
-        return _newest_of(found)
+        form = self.format
+        if form.tables:
+            found = self._read_tables(
+                lambda saver: form.newest(saver, thread_id, namespace),
+                lambda saver: form.anewest(saver, thread_id, namespace),
+            )
+            if found is not None:
+                return found
+        latest = self.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
+        return form.tuple_digest(latest, self.saver.serde)
 
     async def anewest(self, thread_id: str, namespace: str) -> Newest:
-        """``newest`` for async callers (one indexed query for ``AsyncPostgresSaver``)."""
-        if self.loop is None and _sync_probe(self.saver) is not None:
-            return await in_durable_pool(lambda: self.newest(thread_id, namespace))
-        probe = _async_probe(self.saver)
-        if probe is not None and _running_loop() is self.loop:
-            with self.health.counting():
-                return await probe(thread_id, namespace)
-        found = await self.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
-        return _newest_of(found)
+        """``newest`` for async callers."""
+        form = self.format
+        if form.tables:
+            found = await self._aread_tables(
+                lambda saver: form.newest(saver, thread_id, namespace),
+                lambda saver: form.anewest(saver, thread_id, namespace),
+            )
+            if found is not None:
+                return found
+        latest = await self.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}})
+        return form.tuple_digest(latest, self.saver.serde)
+
+    def exact_writes(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> dict[str, builtins.list[WriteRecord]] | None:
+        """Each checkpoint's pending writes as the saver stores them (index and task path included), or None
+        where the format cannot read them. Runtime complexity: one round trip."""
+        form = self.format
+        if not form.exact or not checkpoint_ids:
+            return None
+        return self._read_tables(
+            lambda saver: form.exact_writes(saver, thread_id, namespace, checkpoint_ids),
+            lambda saver: form.aexact_writes(saver, thread_id, namespace, checkpoint_ids),
+        )
+
+    async def aexact_writes(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> dict[str, builtins.list[WriteRecord]] | None:
+        """``exact_writes`` for async callers."""
+        form = self.format
+        if not form.exact or not checkpoint_ids:
+            return None
+        return await self._aread_tables(
+            lambda saver: form.exact_writes(saver, thread_id, namespace, checkpoint_ids),
+            lambda saver: form.aexact_writes(saver, thread_id, namespace, checkpoint_ids),
+        )
+
+    def _read_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
+        """Read the saver's own tables on the sync side (``read`` for a sync saver, ``aread`` handed to an async
+        saver's loop). Runtime complexity: the read's."""
+        with self.health.counting():
+            if self.loop is None:
+                return read(self.saver)
+            return self._on_own_loop(cast(Coroutine[Any, Any, T], aread(self.saver)))
+
+    async def _aread_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
+        """Read the saver's own tables on the async side (a sync saver's ``read`` on the durable pool)."""
+        if self.loop is None:
+            return await in_durable_pool(lambda: self._read_tables(read, aread))
+        with self.health.counting():
+            if _running_loop() is self.loop:
+                return await aread(self.saver)
+            future = asyncio.run_coroutine_threadsafe(cast(Coroutine[Any, Any, T], aread(self.saver)), self.loop)
+            return await asyncio.wrap_future(future)
 
     # --- optional operations: the saver's own, or emulated ----------------------------------------------------
 
@@ -442,74 +486,3 @@ def _location(item: CheckpointTuple) -> tuple[str, str]:
 
 def _oldest_first(items: Iterable[CheckpointTuple]) -> list[CheckpointTuple]:
     return sorted(items, key=lambda item: str(configurable(item.config)["checkpoint_id"]))
-
-
-def _newest_of(found: CheckpointTuple | None) -> Newest:
-    if found is None:
-        return Newest(None, 0)
-    return Newest(str(configurable(found.config)["checkpoint_id"]), len(found.pending_writes or []))
-
-
-# --- the coherence check's indexed queries -----------------------------------------------------------------
-
-_NEWEST_SQLITE = (
-    "SELECT c.checkpoint_id, (SELECT COUNT(*) FROM writes w WHERE w.thread_id = c.thread_id "
-    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) "
-    "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMIT 1"
-)
-_NEWEST_POSTGRES = (
-    "SELECT c.checkpoint_id, (SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id "
-    "AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) AS writes "
-    "FROM checkpoints c WHERE c.thread_id = %s AND c.checkpoint_ns = %s ORDER BY c.checkpoint_id DESC LIMIT 1"
-)
-
-
-def _sync_probe(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], Newest] | None:
-    """The indexed query for a sync SQLite or PostgreSQL saver, or None."""
-    try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:  # pragma: no cover - the optional package is absent
-        SqliteSaver = None  # type: ignore[assignment,misc]
-    if SqliteSaver is not None and isinstance(saver, SqliteSaver):
-        sqlite_saver = saver
-
-        def sqlite_newest(thread_id: str, namespace: str) -> Newest:
-            with sqlite_saver.cursor(transaction=False) as cursor:
-                row = cursor.execute(_NEWEST_SQLITE, (thread_id, namespace)).fetchone()
-            return Newest(None, 0) if row is None else Newest(str(row[0]), int(row[1]))
-
-        return sqlite_newest
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # pragma: no cover - the optional package is absent
-        return None
-    if isinstance(saver, PostgresSaver):
-        postgres_saver = saver
-
-        def postgres_newest(thread_id: str, namespace: str) -> Newest:
-            with postgres_saver._cursor() as cursor:
-                cursor.execute(_NEWEST_POSTGRES, (thread_id, namespace))
-                row = cursor.fetchone()
-            return Newest(None, 0) if row is None else Newest(str(row["checkpoint_id"]), int(row["writes"]))
-
-        return postgres_newest
-    return None
-
-
-def _async_probe(saver: BaseCheckpointSaver[Any]) -> Callable[[str, str], Awaitable[Newest]] | None:
-    """The indexed query for ``AsyncPostgresSaver``, or None."""
-    try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover - the optional package is absent
-        return None
-    if not isinstance(saver, AsyncPostgresSaver):
-        return None
-    postgres_saver = saver
-
-    async def postgres_newest(thread_id: str, namespace: str) -> Newest:
-        async with postgres_saver._cursor() as cursor:
-            await cursor.execute(_NEWEST_POSTGRES, (thread_id, namespace))
-            row = await cursor.fetchone()
-        return Newest(None, 0) if row is None else Newest(str(row["checkpoint_id"]), int(row["writes"]))
-
-    return postgres_newest

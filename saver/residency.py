@@ -34,6 +34,7 @@ __all__ = [
     "EARLY_WRITES_BOUND",
     "KNOWN_EMPTY_BOUND",
     "SWEEP_FLOOR",
+    "INEXACT_BOUND",
     "EarlyWrites",
     "Floor",
     "Residency",
@@ -45,6 +46,9 @@ COMPLETE = None
 
 KNOWN_EMPTY_BOUND = 4_096
 """Threads remembered as held by neither tier (a thread's first read found nothing), the oldest forgotten first."""
+
+INEXACT_BOUND = 4_096
+"""Checkpoints remembered as holding writes admitted with made-up indexes and paths, the oldest forgotten first."""
 
 CEILINGS_BOUND = 4_096
 """Namespaces remembered as holding a checkpoint id above one a write was refused memory for, the oldest forgotten
@@ -123,6 +127,22 @@ class ResidencyLedger:
         # its id sorts below its parent's (a clock behind, or stepped back): the writes after it, whose ids sort
         # below that one too, stay out of memory as well
         self.ceilings: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # (thread, namespace, checkpoint) whose pending writes a read-through admitted with made-up indexes and
+        # task paths (a durable saver whose tables are not read): a later write to it is not kept hot
+        self.inexact: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+
+    def mark_inexact(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+        """The checkpoint's admitted writes have made-up indexes and paths. Runtime complexity: O(1) amortized."""
+        self.inexact[(thread_id, namespace, checkpoint_id)] = None
+        while len(self.inexact) > INEXACT_BOUND:
+            self.inexact.popitem(last=False)
+
+    def is_inexact(self, thread_id: str, namespace: str, checkpoint_id: str) -> bool:
+        """Whether the checkpoint's hot writes were admitted with made-up indexes and paths (and forget it: the
+        caller keeps the thread out of memory). Runtime complexity: O(1)."""
+        if not self.inexact:
+            return False
+        return self.inexact.pop((thread_id, namespace, checkpoint_id), False) is None
 
     def ceiling(self, thread_id: str, namespace: str) -> str | None:
         """An id the durable tier holds in the namespace above the ids of writes kept out of memory, if known.

@@ -358,7 +358,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = tiered_reads.measured_newest(tiers, thread_id, namespace)
-        view, known = tiered_reads.hot_get(tiers.shared, thread_id, namespace, checkpoint_id, newest)
+        view, known = tiered_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
         tiered_flush.deliver(tiers)
         if view is not None:
             return codec.decode_view(self.serde, view)
@@ -373,7 +373,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = await tiered_reads.ameasured_newest(tiers, thread_id, namespace)
-        view, known = tiered_reads.hot_get(tiers.shared, thread_id, namespace, checkpoint_id, newest)
+        view, known = tiered_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
         await tiered_flush.adeliver(tiers)
         if view is not None:
             return await tiered_reads.decode(tiers, view)
@@ -461,7 +461,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = tiered_reads.measured_newest(tiers, thread_id, namespace)
-        histories = tiered_reads.hot_delta(tiers.shared, thread_id, namespace, checkpoint_id, names, newest)
+        histories = tiered_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
         tiered_flush.deliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
@@ -483,7 +483,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = await tiered_reads.ameasured_newest(tiers, thread_id, namespace)
-        histories = tiered_reads.hot_delta(tiers.shared, thread_id, namespace, checkpoint_id, names, newest)
+        histories = tiered_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
         await tiered_flush.adeliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
@@ -519,7 +519,10 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiers = self._tiers
         shared = tiers.shared
         thread_id, namespace, parent_id = locate(config)
-        record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+        stored_metadata = tiers.durable.format.normalize_metadata(config, metadata)  # as the durable tier reads it
+        record, blobs = codec.encode_checkpoint(
+            self.serde, config, checkpoint, stored_metadata, new_versions, parent_id
+        )
         missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and tiered_flush.dirty_room(tiers, thread_id, tiered_writes.added(record, blobs)):
@@ -551,7 +554,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         values = checkpoint.get("channel_values", {}) if isinstance(checkpoint, Mapping) else {}
 
         def encode() -> tuple[CheckpointRecord, dict[BlobKey, Blob]]:
-            return codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
+            read_back = tiers.durable.format.normalize_metadata(config, metadata)  # as the durable tier reads it
+            return codec.encode_checkpoint(self.serde, config, checkpoint, read_back, new_versions, parent_id)
 
         large = rough_size(values[channel] for channel in new_versions if channel in values)
         record, blobs = await in_jobs_pool(encode) if large > self.config.async_offload_bytes else encode()
@@ -601,13 +605,13 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         root = root_checkpoint_of(config) if namespace else None
         batch = tiered_writes.batch_bytes(records)
         if shared.write == "back" and tiered_flush.dirty_room(tiers, thread_id, batch):
-            refusal = tiered_writes.back_put_writes(
+            fallback = tiered_writes.back_put_writes(
                 shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
             )
             tiered_flush.deliver(tiers)
-            if refusal is None:
+            if fallback is None:
                 return
-            tiered_flush.flush_thread(tiers, thread_id, refusal)
+            tiered_flush.flush_thread(tiers, thread_id, fallback.refusal)
         else:
             tiered_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         with shared.gates.sharing(thread_id):
@@ -635,13 +639,13 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         root = root_checkpoint_of(config) if namespace else None
         batch = tiered_writes.batch_bytes(records)
         if shared.write == "back" and await tiered_flush.adirty_room(tiers, thread_id, batch):
-            refusal = tiered_writes.back_put_writes(
+            fallback = tiered_writes.back_put_writes(
                 shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
             )
             await tiered_flush.adeliver(tiers)
-            if refusal is None:
+            if fallback is None:
                 return
-            await tiered_flush.aflush_thread(tiers, thread_id, refusal)
+            await tiered_flush.aflush_thread(tiers, thread_id, fallback.refusal)
         else:
             tiered_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         async with shared.gates.asharing(thread_id):

@@ -49,11 +49,13 @@ __all__ = [
 
 
 class Admission(NamedTuple):
-    """A durable read encoded for the hot tier: the checkpoint, its new values and its writes (by task)."""
+    """A durable read encoded for the hot tier: the checkpoint, its new values and its writes (by task), and
+    whether the writes are exactly as stored (else their indexes and task paths were made up: ``inexact``)."""
 
     record: CheckpointRecord
     blobs: dict[BlobKey, Blob]
     writes: list[list[WriteRecord]]
+    exact: bool
 
 
 # --- one durable read per key ------------------------------------------------------------------------------------
@@ -88,7 +90,8 @@ def read_tuple(
         shared.flights.fail(key, flight, error)
         raise
     shared.flights.land(key, flight, found)
-    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty)
+    exact = _exact(found, lambda ids: tiers.durable.exact_writes(thread_id, namespace, ids))
+    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty, exact)
     deliver(tiers)  # what admitting it evicted
     return found
 
@@ -118,7 +121,8 @@ async def aread_tuple(
         shared.flights.fail(key, flight, error)
         raise
     shared.flights.land(key, flight, found)
-    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty)
+    exact = await _aexact(found, lambda ids: tiers.durable.aexact_writes(thread_id, namespace, ids))
+    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty, exact)
     await adeliver(tiers)  # what admitting it evicted
     return found
 
@@ -160,6 +164,51 @@ async def aflown(shared: Shared, key: Hashable, read: Callable[[], Awaitable[Any
     return result
 
 
+ExactWrites = dict[str, list[WriteRecord]]
+"""Checkpoint id to its pending writes as the durable saver stores them (``DurableTier.exact_writes``)."""
+
+
+def _with_writes(found: Sequence[CheckpointTuple | None]) -> list[str]:
+    with_writes = (item for item in found if item is not None and item.pending_writes)
+    return [str(configurable(item.config)["checkpoint_id"]) for item in with_writes]
+
+
+def _exact(found: CheckpointTuple | None, read: Callable[[list[str]], ExactWrites | None]) -> ExactWrites | None:
+    """The exact pending writes of what a read found, for its admission (None: none to read, the format cannot
+    read them, or the read failed: the reader has its answer already). Runtime complexity: one round trip."""
+    return _exact_of([found], read)
+
+
+def _exact_of(
+    found: Sequence[CheckpointTuple | None], read: Callable[[list[str]], ExactWrites | None]
+) -> ExactWrites | None:
+    ids = _with_writes(found)
+    if not ids:
+        return None
+    try:
+        return read(ids)
+    except Exception:
+        return None  # admitted without them (or not at all: _encode_read decides)
+
+
+async def _aexact(
+    found: CheckpointTuple | None, read: Callable[[list[str]], Awaitable[ExactWrites | None]]
+) -> ExactWrites | None:
+    return await _aexact_of([found], read)
+
+
+async def _aexact_of(
+    found: Sequence[CheckpointTuple | None], read: Callable[[list[str]], Awaitable[ExactWrites | None]]
+) -> ExactWrites | None:
+    ids = _with_writes(found)
+    if not ids:
+        return None
+    try:
+        return await read(ids)
+    except Exception:
+        return None
+
+
 def _count_wait(shared: Shared) -> None:
     """Count a caller that waited for another caller's read. Runtime complexity: O(1)."""
     with shared.hot.store.exclusive():
@@ -183,15 +232,16 @@ def _admit_read(
     found: CheckpointTuple | None,
     mark: int,
     empty: bool,
+    exact: ExactWrites | None,
 ) -> None:
-    """Admit what a read-through found, before its reader gets it (the reader may change what it got).
+    """Admit what a read-through found.
 
     Runtime complexity: O(size of what it found) to encode, plus that of ``_admit``.
     """
     admission = None
     if found is not None:
         with contextlib.suppress(TypeError, ValueError):  # a value this serializer cannot write: not admitted
-            admission = _encode_read(tiers.serde, found)
+            admission = _encode_read(tiers, found, exact)
     _admit(tiers.shared, thread_id, namespace, checkpoint_id, found is not None, admission, mark, empty)
 
 
@@ -241,37 +291,44 @@ def _admit(
 
 def _store_admitted(shared: Shared, thread_id: str, namespace: str, admission: Admission) -> bool:
     """Store an admitted checkpoint and its writes (lock held); on a refusal the thread leaves memory
-    (it could hold the checkpoint without its writes) unless it has unflushed writes.
+    (it could hold the checkpoint without its writes) unless it has unflushed writes. Writes admitted with
+    made-up indexes and paths are noted (``ResidencyLedger.inexact``): a later write to their checkpoint
+    leaves the thread out of memory rather than be ordered among them differently than the durable tier does.
 
     Runtime complexity: that of ``Store.put_checkpoint`` and of ``Store.put_writes`` per task.
     """
     store = shared.hot.store
     store.forget_tombstone(thread_id)
     churn = store.pruned_count()
+    checkpoint_id = admission.record.checkpoint_id
     try:
         store.put_checkpoint(thread_id, namespace, admission.record, admission.blobs, None)
         for task_writes in admission.writes:
-            store.put_writes(thread_id, namespace, admission.record.checkpoint_id, task_writes, None)
+            store.put_writes(thread_id, namespace, checkpoint_id, task_writes, None)
     except (CheckpointCapacityError, ValueError):
-        store.forget_refusal(admission.record.checkpoint_id)
+        store.forget_refusal(checkpoint_id)
         if not shared.dirty.is_dirty(thread_id):
             store.delete_thread(thread_id)
         shared.residency.forget(thread_id)
         return False
     if store.pruned_count() != churn:
         shared.residency.forget(thread_id)
+    if admission.writes and not admission.exact:
+        shared.residency.mark_inexact(thread_id, namespace, checkpoint_id)
     return True
 
 
-def _encode_read(serde: SerializerProtocol, found: CheckpointTuple) -> Admission:
-    """A durable read as hot records: its checkpoint with every value it holds, its writes by task, each
-    task given a path that keeps the durable tier's order of writes (the API does not return task paths).
+def _encode_read(tiers: Tiers, found: CheckpointTuple, exact: ExactWrites | None) -> Admission:
+    """A durable read as hot records: its checkpoint with every value it holds, and its writes by task: as the
+    durable saver stores them (``exact``, when they are the ones the read returned), or else each task given an
+    index per write and a path that keeps the durable tier's order (the API returns neither).
 
     Raises:
         TypeError, ValueError: A value this serializer cannot write.
 
     Runtime complexity: O(size of the checkpoint and its writes) to serialize.
     """
+    serde = tiers.serde
     checkpoint: dict[str, Any] = dict(found.checkpoint)
     versions = checkpoint.get("channel_versions", {})
     values = checkpoint.get("channel_values", {})
@@ -280,7 +337,25 @@ def _encode_read(serde: SerializerProtocol, found: CheckpointTuple) -> Admission
     record, blobs = codec.encode_checkpoint(
         serde, found.config, cast(Checkpoint, checkpoint), found.metadata, new_versions, parent_id
     )
-    return Admission(record, blobs, _admitted_writes(serde, found.pending_writes or []))
+    pending = found.pending_writes or []
+    stored = None if exact is None else exact.get(record.checkpoint_id)
+    if stored is not None and _same_writes(stored, pending):
+        return Admission(record, blobs, _by_task(stored), True)
+    return Admission(record, blobs, _admitted_writes(serde, pending), not pending)
+
+
+def _same_writes(stored: list[WriteRecord], pending: Sequence[PendingWrite]) -> bool:
+    """Whether the stored rows are the writes the read returned (none landed between the two reads), in the
+    durable tier's order. Runtime complexity: O(w log w)."""
+    ordered = sorted(stored, key=lambda write: write.sort_key)
+    return [(write.task_id, write.channel) for write in ordered] == [(task, channel) for task, channel, _ in pending]
+
+
+def _by_task(writes: list[WriteRecord]) -> list[list[WriteRecord]]:
+    tasks: dict[str, list[WriteRecord]] = {}
+    for write in writes:
+        tasks.setdefault(write.task_id, []).append(write)
+    return list(tasks.values())
 
 
 def _admitted_writes(serde: SerializerProtocol, pending: Sequence[PendingWrite]) -> list[list[WriteRecord]]:
@@ -320,7 +395,11 @@ def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
         (*_list_key(request), mark),
         lambda: tiers.durable.list(request.config, filter=request.filter, before=request.before, limit=request.limit),
     )
-    _admit_list(tiers, request, items, mark)
+    exact = None
+    if _admissible(request, items):
+        namespace = str(request.namespace)
+        exact = _exact_of(items, lambda ids: tiers.durable.exact_writes(request.thread_id, namespace, ids))
+    _admit_list(tiers, request, items, mark, exact)
     deliver(tiers)  # what admitting it evicted
     return items  # type: ignore[no-any-return]
 
@@ -335,23 +414,34 @@ async def aread_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple
         (*_list_key(request), mark),
         lambda: tiers.durable.alist(request.config, filter=request.filter, before=request.before, limit=request.limit),
     )
-    _admit_list(tiers, request, items, mark)
+    exact = None
+    if _admissible(request, items):
+        namespace = str(request.namespace)
+        exact = await _aexact_of(items, lambda ids: tiers.durable.aexact_writes(request.thread_id, namespace, ids))
+    _admit_list(tiers, request, items, mark, exact)
     await adeliver(tiers)  # what admitting it evicted
     return items  # type: ignore[no-any-return]
 
 
-def _admit_list(tiers: Tiers, request: ListRequest, items: list[CheckpointTuple], mark: int) -> None:
+def _admissible(request: ListRequest, items: list[CheckpointTuple]) -> bool:
+    """Whether a listing may be admitted: of one namespace, no filter, no checkpoint id, something found."""
+    return request.namespace is not None and not request.filter and request.checkpoint_id is None and bool(items)
+
+
+def _admit_list(
+    tiers: Tiers, request: ListRequest, items: list[CheckpointTuple], mark: int, exact: ExactWrites | None
+) -> None:
     """Admit a listed suffix of one namespace (no filter, no checkpoint id): the newest ones, or older
     ones continuing the suffix already hot; when the list was exhausted the namespace is wholly hot.
 
     Runtime complexity: O(size of the items) to encode, plus storing those admitted.
     """
     namespace = request.namespace
-    if namespace is None or request.filter or request.checkpoint_id is not None or not items:
+    if namespace is None or not _admissible(request, items):
         return
     exhausted = request.limit is None or len(items) < request.limit
     try:
-        admissions = [_encode_read(tiers.serde, item) for item in reversed(items)]
+        admissions = [_encode_read(tiers, item, exact) for item in reversed(items)]
     except (TypeError, ValueError):
         return
     shared = tiers.shared

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
 from . import codec
-from .durable import Newest
+from .durable_format import Newest
 from .engine import CheckpointView
 from .locations import checkpoint_id_of, configurable, locate, namespace_of
 from .pools import in_jobs_pool
@@ -66,9 +66,7 @@ class ListRequest(NamedTuple):
     limit: int | None
 
 
-def hot_get(
-    shared: Shared, thread_id: str, namespace: str, checkpoint_id: str | None, newest: Newest | None
-) -> HotRead:
+def hot_get(tiers: Tiers, thread_id: str, namespace: str, checkpoint_id: str | None, newest: Newest | None) -> HotRead:
     """The hot tier's view of the checkpoint, and whether its answer (a view, or None) is the durable tier's.
 
     With ``newest`` (the coherence check), a hot copy that is not the
@@ -76,10 +74,11 @@ def hot_get(
 
     Runtime complexity: that of ``Store.get``; with ``newest``, plus that of ``coherent``.
     """
+    shared = tiers.shared
     store = shared.hot.store
     with store.exclusive():
         if newest is not None:
-            if not coherent(shared, thread_id, namespace, newest):
+            if not coherent(tiers, thread_id, namespace, newest):
                 return UNKNOWN
             view = store.get(thread_id, namespace, None)
             shared.counters.hits += 1  # the hot copy is the durable tier's newest, or both have none
@@ -100,14 +99,17 @@ def hot_get(
         return HotRead(None, known)
 
 
-def coherent(shared: Shared, thread_id: str, namespace: str, newest: Newest) -> bool:
-    """Whether the hot copy of the namespace is the durable tier's newest; a stale thread leaves memory.
+def coherent(tiers: Tiers, thread_id: str, namespace: str, newest: Newest) -> bool:
+    """Whether the hot copy of the namespace is the durable tier's newest, with the same pending writes (their
+    digest: a replaced write counts, not only a new one); a stale thread leaves memory.
 
-    Lock held. Runtime complexity: O(c + w log w) to read the hot latest.
+    Lock held. Runtime complexity: O(c + w log w) to read the hot latest, plus digesting its w writes.
     """
+    shared = tiers.shared
     store = shared.hot.store
     view = store.get(thread_id, namespace, None)
-    hot = Newest(None, 0) if view is None else Newest(view.record.checkpoint_id, len(view.writes))
+    digest = tiers.durable.format.writes_digest
+    hot = Newest(None, None) if view is None else Newest(view.record.checkpoint_id, digest(view.writes))
     if hot == newest:
         return True
     if view is not None or shared.residency.lookup(thread_id, store.last_used(thread_id) is not None):
@@ -146,7 +148,7 @@ def _count_validation(shared: Shared, seconds: float) -> None:
 
 
 def hot_delta(
-    shared: Shared,
+    tiers: Tiers,
     thread_id: str,
     namespace: str,
     checkpoint_id: str | None,
@@ -158,9 +160,10 @@ def hot_delta(
     Runtime complexity: that of ``Store.delta_history`` (``engine.reads.delta_history``); with ``newest``,
     plus that of ``coherent``.
     """
+    shared = tiers.shared
     store = shared.hot.store
     with store.exclusive():
-        if newest is not None and not coherent(shared, thread_id, namespace, newest):
+        if newest is not None and not coherent(tiers, thread_id, namespace, newest):
             return None
         entry = shared.residency.lookup(thread_id, store.last_used(thread_id) is not None)
         if entry is None or not entry.stored or namespace not in entry.floors:
@@ -212,6 +215,11 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
     store = shared.hot.store
     if shared.coherence == "validate":
         return None  # lists read the durable tier in validate mode
+    matches = None
+    if request.filter:
+        matches = tiers.durable.format.hot_filter(request.filter)
+        if matches is None:
+            return None  # a filter the hot tier cannot apply as the durable saver does
     thread_id, namespace = request.thread_id, request.namespace
     with store.exclusive():
         stored = store.last_used(thread_id) is not None
@@ -246,9 +254,9 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
         if request.limit is not None and len(chosen) >= request.limit:
             break
         metadata = None
-        if request.filter:
+        if matches is not None:
             metadata = loads((ref.record.metadata_type, ref.record.metadata_data))
-            if not all(value == metadata.get(key) for key, value in request.filter.items()):
+            if not matches(metadata):
                 continue
         chosen.append((ref, metadata))
     if floor is not None and (request.limit is None or len(chosen) < request.limit):

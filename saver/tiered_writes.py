@@ -205,6 +205,9 @@ def through_put_writes(
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
         shared.marks.move(thread_id)
+        if shared.residency.is_inexact(thread_id, namespace, checkpoint_id):
+            _leave_out(shared, thread_id, None)  # ordered among made-up paths, they could read back otherwise
+            return
         if not store.holds_checkpoint(thread_id, namespace, checkpoint_id):
             shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         try:
@@ -296,8 +299,9 @@ def back_put_writes(
     task_id: str,
     task_path: str,
     root: str | None,
-) -> CheckpointCapacityError | None:
-    """Write-back: the hot tier and the ledger take the writes; or the store-wide refusal to fall back on.
+) -> Fallback | None:
+    """Write-back: the hot tier and the ledger take the writes; or why they must be written through instead
+    (a store-wide refusal, or writes admitted before them with made-up indexes and paths).
 
     Raises:
         ThreadDeletedError, ValueError, CheckpointCapacityError (per item, with ``oversize="refuse"``): the
@@ -311,13 +315,15 @@ def back_put_writes(
         was_alive = alive(store, thread_id)
         store.forget_tombstone(thread_id)
         churn = store.pruned_count()
+        if shared.residency.inexact and (thread_id, namespace, checkpoint_id) in shared.residency.inexact:
+            return Fallback(None)  # through_put_writes leaves the thread out of memory
         early = not store.holds_checkpoint(thread_id, namespace, checkpoint_id)
         try:
             store.put_writes(thread_id, namespace, checkpoint_id, records, root)
         except CheckpointCapacityError as error:
             if error.limit in PER_ITEM_LIMITS and shared.oversize == "refuse":
                 raise
-            return error  # written through instead: through_put_writes counts them if early
+            return Fallback(error)  # written through instead: through_put_writes counts them if early
         if early:
             shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
         shared.marks.move(thread_id)

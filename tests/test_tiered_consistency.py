@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
 from tests.helpers import config, make_checkpoint
@@ -268,3 +271,238 @@ def test_an_id_below_the_latest_of_a_hot_thread_keeps_the_greatest_as_latest(db:
     put_with_id(tiered, "t", low, high, 2)
     tiered.flush()
     assert answers(tiered, "t", [low, high]) == answers(sqlite_durable(db), "t", [low, high])
+
+
+# --- durable savers of every kind: SQLite, PostgreSQL, InMemorySaver, and one the tier knows nothing of --------------
+
+
+class ForeignSaver(BaseCheckpointSaver[str]):
+    """A durable saver of a kind the tiered saver does not know (it delegates to an ``InMemorySaver``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = StockSaver()
+
+    def get_tuple(self, config: Any) -> Any:
+        return self.inner.get_tuple(config)
+
+    def list(self, config: Any, **kwargs: Any) -> Any:
+        return self.inner.list(config, **kwargs)
+
+    def put(self, *args: Any) -> Any:
+        return self.inner.put(*args)
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.inner.put_writes(*args, **kwargs)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.inner.delete_thread(thread_id)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Any]:
+    from tests.test_tiered_support import running_cluster, set_up
+
+    for running in running_cluster("the tiered consistency tests over PostgreSQL"):
+        set_up(running.conninfo)
+        yield running
+
+
+def make_durable(kind: str, db: Path, request: pytest.FixtureRequest) -> Any:
+    if kind == "sqlite":
+        return sqlite_durable(db)
+    if kind == "memory":
+        return StockSaver()
+    if kind == "foreign":
+        return ForeignSaver()
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    cluster = request.getfixturevalue("postgres")
+    saver = PostgresSaver(
+        Connection.connect(cluster.conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    )
+    for thread_id in {item.config["configurable"]["thread_id"] for item in saver.list(None)}:
+        saver.delete_thread(thread_id)
+    return saver
+
+
+DURABLE_KINDS = ["sqlite", "postgres", "memory", "foreign"]
+
+
+def read_back(saver: Any, thread_id: str) -> Any:
+    """Everything the reads answer of a thread: its latest tuple and its list (configs, checkpoints, metadata,
+    parents, pending writes)."""
+    item = saver.get_tuple(config(thread_id))
+    latest = None if item is None else (item.config, item.metadata, item.pending_writes)
+    return latest, [
+        (item.config, item.metadata, item.parent_config, item.pending_writes) for item in saver.list(config(thread_id))
+    ]
+
+
+# --- 10. metadata and filters answer as the durable tier does, hot or not -------------------------------------------
+
+TRICKY_METADATA: list[dict[Any, Any]] = [
+    {"source": "loop", "step": 1, "labels": {1: "a", "nested": {"x": [1, 2.5, None, True]}}},
+    {"source": "input", "step": -1, "score": 1e16, "ratio": 0.5, "flag": False, "name": "{not json}"},
+    {"source": "loop", "step": 2, "tags": ["x", "y"], "user": "ÿ ünïcode", "none": None, "parents": {"": "p"}},
+    {"source": "update", "step": 3, "flag": True, "count": 1, "dotted.key": "d", "tags": ["y"]},
+]
+TRICKY_FILTERS: list[dict[Any, Any]] = [
+    {"source": "loop"},
+    {"step": 1},
+    {"step": 1.0},
+    {"flag": True},
+    {"flag": 1},
+    {"count": True},
+    {"none": None},
+    {"missing": None},
+    {"parents": {}},
+    {"parents": {"": "p"}},
+    {"labels": {"1": "a"}},
+    {"tags": ["x"]},
+    {"tags": ["x", "y"]},
+    {"labels.1": "a"},
+    {"dotted.key": "d"},
+    {"bad key": 1},
+    {"name": "{not json}"},
+    {1: "a"},
+    {"score": 1e16},
+    {"score": 10_000_000_000_000_000},
+]
+
+
+def listed(saver: Any, thread_id: str, filter: dict[Any, Any]) -> Any:
+    try:
+        return [item.config["configurable"]["checkpoint_id"] for item in saver.list(config(thread_id), filter=filter)]
+    except Exception as error:
+        return type(error).__name__
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+@pytest.mark.parametrize("kind", DURABLE_KINDS)
+def test_metadata_and_filters_answer_as_the_durable_tier_hot_or_not(
+    db: Path, request: pytest.FixtureRequest, kind: str, write: str
+) -> None:
+    """Metadata with int keys read {1: 'a'} while hot and {'1': 'a'} once read back from SQLite, and filters on
+    nested dicts, dotted keys, bad keys, {"parents": {}} or {"missing": None} answered otherwise than the durable
+    tier: the hot tier now stores metadata as the durable saver reads it back, and applies a filter only where
+    its semantics are the durable saver's (else it reads the durable tier)."""
+    durable = make_durable(kind, db, request)
+    tiered = TieredSaver(durable, config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    parent = None
+    for step, metadata in enumerate(TRICKY_METADATA):
+        version = f"{step + 1:032}.0"
+        checkpoint = make_checkpoint({"x": step}, {"x": version})
+        parent = tiered.put(
+            config("t", "", parent["configurable"]["checkpoint_id"] if parent else None),
+            checkpoint,
+            metadata,
+            {"x": version},
+        )
+    tiered.flush()
+    expected = read_back(durable, "t")
+    expected_lists = {repr(f): listed(durable, "t", f) for f in TRICKY_FILTERS}
+    assert read_back(tiered, "t") == expected  # hot
+    assert {repr(f): listed(tiered, "t", f) for f in TRICKY_FILTERS} == expected_lists
+    put_step(tiered, "other", None, 1)  # t leaves memory
+    tiered.flush()
+    assert {repr(f): listed(tiered, "t", f) for f in TRICKY_FILTERS} == expected_lists  # read through
+    assert read_back(tiered, "t") == expected  # read back, admitted
+    assert read_back(tiered, "t") == expected  # hot again
+    tiered.check()
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_metadata_the_durable_tier_cannot_store_is_refused_before_it_is_acknowledged(
+    db: Path, request: pytest.FixtureRequest, kind: str, write: str
+) -> None:
+    import datetime
+
+    durable = make_durable(kind, db, request)
+    tiered = TieredSaver(durable, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    stored = put_step(tiered, "t", None, 1)
+    refused: list[dict[str, Any]] = [{"when": datetime.datetime(2026, 1, 1)}, {"blob": b"bytes"}, {"key": {(1, 2): 3}}]
+    if kind == "postgres":
+        refused += [{"nested": {"text": "a\x00b"}}, {"ratio": float("nan")}]  # SQLite's JSON text takes NaN
+    for metadata in refused:
+        checkpoint = make_checkpoint({"x": 2}, {"x": "2"})
+        with pytest.raises(ValueError, match="metadata cannot be stored by the durable tier"):
+            tiered.put(stored, checkpoint, metadata, {"x": "2"})
+    tiered.flush()
+    assert tiered.stats().flush_failures == 0 and tiered.stats().unstorable_threads == 0
+    assert [item.checkpoint["channel_values"]["x"] for item in durable.list(config("t"))] == [1]
+    assert newest_value("get", tiered.get_tuple(config("t"))) == 1
+
+
+# --- 9. pending writes read back exactly as the durable tier holds them --------------------------------------------
+
+
+def write_steps(saver: Any, stored: Any) -> list[tuple[Any, ...]]:
+    """Writes on one checkpoint, made to tell task paths, indexes and special channels apart."""
+    return [
+        ("put_writes", stored, [("b", 1)], "task-b", "~z-path"),
+        ("put_writes", stored, [("__interrupt__", "why?"), ("a", 1)], "task-a", "~a-path"),  # mixed: idx -3 and 1
+        ("evict",),
+        ("put_writes", stored, [("c", 1)], "task-c", "~m-path"),  # sorts between the two admitted tasks
+        ("put_writes", stored, [("a", 2)], "task-a", "~a-path"),  # idx 0: a new row (a=1 has idx 1)
+        ("put_writes", stored, [("__error__", "first")], "task-e", "~e-path"),
+        ("evict",),
+        ("put_writes", stored, [("__error__", "second")], "task-e", "~e-path"),  # replaces it
+        ("put_writes", stored, [("b", 9)], "task-b", "~z-path"),  # a duplicate (task-b, 0): ignored
+    ]
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+@pytest.mark.parametrize("kind", DURABLE_KINDS)
+def test_pending_writes_read_back_as_the_durable_tier_holds_them(
+    db: Path, request: pytest.FixtureRequest, kind: str, write: str
+) -> None:
+    """Admitted writes got made-up task paths and indexes, so once more writes landed on the same checkpoint the
+    hot order differed from the durable one (['A', 'B'] against ['B', 'A']), and an index or a special channel in
+    a mixed batch kept or dropped a later write otherwise."""
+    durable = make_durable(kind, db, request)
+    tiered = TieredSaver(durable, config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    stored = put_step(tiered, "t", None, 1)
+    for step in write_steps(tiered, stored):
+        if step[0] == "evict":
+            put_step(tiered, "other", None, 1)
+            tiered.flush()
+            assert tiered.get_tuple(config("t")) is not None  # read back: admitted
+            continue
+        _, located, writes, task_id, task_path = step
+        tiered.put_writes(located, writes, task_id, task_path)
+        tiered.flush()
+        assert read_back(tiered, "t") == read_back(durable, "t"), step
+    tiered.check()
+
+
+# --- 7. the coherence check sees a replaced pending write -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", DURABLE_KINDS)
+def test_validate_sees_a_pending_write_another_process_replaced(
+    db: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """Another process replaced an __error__ write (a retried task) or a __resume__ (a second Command(resume=...)),
+    leaving the newest id and the write count unchanged: coherence='validate' kept serving the old value."""
+    durable = make_durable(kind, db, request)
+    reader = TieredSaver(durable, coherence="validate")
+    writer = TieredSaver(durable)  # another process's hot tier over the same durable tier
+    stored = put_step(writer, "t", None, 1)
+    writer.put_writes(stored, [("__error__", "attempt 1")], "task-1")
+    writer.put_writes(stored, [("__resume__", "yes")], "00000000-0000-0000-0000-000000000000")
+    assert read_back(reader, "t") == read_back(durable, "t")  # now hot in the reader
+    writer.put_writes(stored, [("__error__", "attempt 2")], "task-1")  # same count, same newest id
+    assert reader.get_tuple(config("t")).pending_writes == durable.get_tuple(config("t")).pending_writes  # type: ignore[union-attr]
+    writer.put_writes(stored, [("__resume__", "no")], "00000000-0000-0000-0000-000000000000")
+    assert reader.get_tuple(config("t")).pending_writes == durable.get_tuple(config("t")).pending_writes  # type: ignore[union-attr]
+    assert reader.stats().stale >= 2
+    hits = reader.stats().hits
+    assert reader.get_tuple(config("t")).pending_writes == durable.get_tuple(config("t")).pending_writes  # type: ignore[union-attr]
+    assert reader.stats().hits == hits + 1  # unchanged since it was read back: served from memory
