@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .conditional import CheckpointConflictError
     from .config import InMemoryCheckpointConfig
     from .engine import (
         CheckpointCapacityError,
@@ -42,6 +43,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 _EXPORTS = {
     "BoundedInMemorySaver": ".saver",
     "CheckpointCapacityError": ".engine",
+    "CheckpointConflictError": ".conditional",
     "CheckpointRefusedError": ".engine",
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
@@ -63,6 +65,7 @@ _EXPORTS = {
 __all__ = [
     "BoundedInMemorySaver",
     "CheckpointCapacityError",
+    "CheckpointConflictError",
     "CheckpointRefusedError",
     "DroppedThread",
     "InMemoryCheckpointConfig",

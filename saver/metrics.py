@@ -169,6 +169,9 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _counter(
         "tiered_left_out", "Hot writes a store-wide limit refused: the thread left memory, durable.", stats.left_out
     )
+    yield _counter(
+        "tiered_conflicts", "Conditional puts refused: another process wrote the namespace since.", stats.conflicts
+    )
     yield _counter("tiered_oversize", "Writes past a per-item limit stored in the durable tier alone.", stats.oversize)
     yield _gauge("tiered_dirty_threads", "Threads with unflushed writes (write-back).", stats.dirty_threads)
     yield _gauge("tiered_dirty_bytes", "Bytes of unflushed writes (write-back).", stats.dirty_bytes)

@@ -22,7 +22,8 @@ With ``BOUNDED_SAVER_DURABLE`` set (``sqlite:///checkpoints.db``, ``postgresql:/
 ``sqlite`` for the embedded default, a SQLite file in the working folder), the process-wide saver is
 a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a thread leaving memory
 is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
-``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` and ``BOUNDED_SAVER_OVERSIZE`` set it up
+``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES``, ``BOUNDED_SAVER_MAX_DIRTY_SECONDS``,
+``BOUNDED_SAVER_OVERSIZE`` and ``BOUNDED_SAVER_CONDITIONAL_WRITES`` set it up
 (``TIERED_SETTINGS``).
 
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
@@ -365,6 +366,18 @@ TIERED_SETTINGS: dict[str, Setting] = {
             _whole_number,
         ),
         Setting("oversize", f"{ENV_PREFIX}OVERSIZE", "one of " + ", ".join(OVERSIZE_MODES), _choice(OVERSIZE_MODES)),
+        Setting(
+            "max_dirty_seconds",
+            f"{ENV_PREFIX}MAX_DIRTY_SECONDS",
+            "a number of seconds such as 1 or 0.5, or inf (by default the flush interval)",
+            _seconds,
+        ),
+        Setting(
+            "conditional_writes",
+            f"{ENV_PREFIX}CONDITIONAL_WRITES",
+            "true or false (1/0, yes/no, on/off)",
+            _boolean,
+        ),
     )
 }
 """The variables of the durable tier, by variable name (they set up ``TieredSaver``, not the config)."""
@@ -381,6 +394,8 @@ class TieredSettings:
         flush_interval_seconds: Write-back's periodic flush.
         max_dirty_bytes: Write-back's bound on unflushed writes.
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
+        max_dirty_seconds: Write-back's bound on the age of unflushed writes (None: the flush interval).
+        conditional_writes: Whether a put checks that no other process wrote its namespace since.
     """
 
     durable: str
@@ -389,6 +404,8 @@ class TieredSettings:
     flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
     max_dirty_bytes: float = DEFAULT_MAX_DIRTY_BYTES
     oversize: Any = "durable"
+    max_dirty_seconds: float | None = None
+    conditional_writes: bool = False
 
 
 def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings | None:
@@ -657,6 +674,8 @@ def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> 
             flush_interval_seconds=tiered.flush_interval_seconds,
             max_dirty_bytes=tiered.max_dirty_bytes,
             oversize=tiered.oversize,
+            max_dirty_seconds=tiered.max_dirty_seconds,
+            conditional_writes=tiered.conditional_writes,
         )
     except ValueError as error:
         raise ServingConfigError(f"{ENV_PREFIX}DURABLE and its settings: {error}") from None

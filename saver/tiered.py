@@ -76,6 +76,7 @@ from langgraph.checkpoint.base import (
 
 from . import codec, tiered_flush, tiered_read_through, tiered_reads, tiered_removal, tiered_writes
 from .background import Periodic, Resumable
+from .conditional import CheckpointConflictError
 from .config import InMemoryCheckpointConfig
 from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
@@ -102,6 +103,7 @@ from .tiered_stats import TieredStats
 
 __all__ = [
     "COHERENCE_MODES",
+    "CheckpointConflictError",
     "DEFAULT_FLUSH_INTERVAL_SECONDS",
     "DEFAULT_MAX_DIRTY_BYTES",
     "OVERSIZE_MODES",
@@ -150,6 +152,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             ``"durable"`` (the default) stores it in the durable tier, the store of record, and keeps its
             thread out of memory (``stats().oversize``); ``"refuse"`` refuses it with a
             ``CheckpointCapacityError``, as the memory saver does, written nowhere.
+        conditional_writes: Several processes writing one durable tier: a ``put`` whose namespace another
+            process wrote since this one last read or wrote it raises ``CheckpointConflictError`` (naming the
+            thread; nothing written; the stale hot copy leaves memory) instead of forking the thread in
+            silence. Needs ``write="through"`` and a SQLite or PostgreSQL durable saver (the check and the put
+            are one transaction: ``saver.conditional`` says what it costs).
         clock: Monotonic seconds for the hot tier's idle expiry and the age of unflushed writes (tests inject one).
 
     Raises:
@@ -174,16 +181,24 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES,
         max_dirty_seconds: float | None = None,
         oversize: Oversize = "durable",
+        conditional_writes: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        config = check_arguments(
-            durable, config, write, coherence, flush_interval_seconds, max_dirty_bytes, oversize, max_dirty_seconds
+        config, settings = check_arguments(
+            durable,
+            config,
+            write,
+            coherence,
+            flush_interval_seconds,
+            max_dirty_bytes,
+            max_dirty_seconds,
+            oversize,
+            conditional_writes,
         )
         super().__init__(serde=durable.serde)
         self.config = config
-        self.flush_interval_seconds = float(flush_interval_seconds)
-        age = self.flush_interval_seconds if max_dirty_seconds is None else float(max_dirty_seconds)
-        shared = Shared(write, coherence, max_dirty_bytes, age, config.max_dropped_thread_records, oversize, clock)
+        self.flush_interval_seconds = settings.flush_interval_seconds
+        shared = Shared(settings, config.max_dropped_thread_records, clock)
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (Store.forget_tombstone).
         # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
@@ -223,6 +238,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     def coherence(self) -> Coherence:
         """``"sticky"`` or ``"validate"``."""
         return self._shared.coherence
+
+    @property
+    def conditional_writes(self) -> bool:
+        """Whether a put checks, in the durable tier, that no other process wrote its namespace since."""
+        return self._shared.conditional_writes
 
     @property
     def oversize(self) -> Oversize:
@@ -510,6 +530,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 written), or, write-back, ``max_dirty_bytes`` while the durable
                 tier fails (the message names its failure).
             ThreadDeletedError: It continues a thread deleted since; nothing was written.
+            UnstorableWriteError: It continues write-back writes the durable tier refused, which were dropped.
+            CheckpointConflictError: ``conditional_writes``: another process wrote the namespace since.
             Exception: The durable saver's failure (write-through); the hot tier is unchanged.
 
         Runtime complexity: write-through, the durable saver's ``put`` plus
@@ -535,7 +557,10 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         with shared.gates.sharing(thread_id):
             tiered_writes.refuse_deleted(shared, thread_id, parent_id)
-            stored: RunnableConfig = tiers.durable.call("put", config, checkpoint, metadata, new_versions)
+            if shared.conditional_writes:
+                stored = tiered_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
+            else:
+                stored = tiers.durable.call("put", config, checkpoint, metadata, new_versions)
             tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         tiered_flush.deliver(tiers)
         return stored
@@ -573,7 +598,10 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         async with shared.gates.asharing(thread_id):
             tiered_writes.refuse_deleted(shared, thread_id, parent_id)
-            stored: RunnableConfig = await tiers.durable.acall("put", config, checkpoint, metadata, new_versions)
+            if shared.conditional_writes:
+                stored = await tiered_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
+            else:
+                stored = await tiers.durable.acall("put", config, checkpoint, metadata, new_versions)
             tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         await tiered_flush.adeliver(tiers)
         return stored

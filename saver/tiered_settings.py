@@ -9,10 +9,12 @@ before anything is built.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .conditional import conditional_support
 from .config import InMemoryCheckpointConfig
 from .engine import MIB
 
@@ -24,6 +26,7 @@ __all__ = [
     "OVERSIZE_MODES",
     "PER_ITEM_LIMITS",
     "TTL_MARGIN_SECONDS",
+    "Settings",
     "WRITE_MODES",
     "Coherence",
     "Oversize",
@@ -56,6 +59,29 @@ TTL_MARGIN_SECONDS = 1.0
 """A hot thread this close to its idle TTL is treated as leaving: the write may expire it and start it anew."""
 
 
+@dataclass(frozen=True)
+class Settings:
+    """A ``TieredSaver``'s modes and bounds, checked (``check_arguments``).
+
+    Attributes:
+        write: ``"through"`` or ``"back"``.
+        coherence: ``"sticky"`` or ``"validate"``.
+        flush_interval_seconds: Write-back's periodic flush.
+        max_dirty_bytes: Write-back's bound on unflushed bytes.
+        max_dirty_seconds: Write-back's bound on the age of the oldest unflushed write.
+        oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
+        conditional_writes: Whether a put checks that no other process wrote its namespace since.
+    """
+
+    write: WriteMode = "through"
+    coherence: Coherence = "sticky"
+    flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
+    max_dirty_bytes: float = DEFAULT_MAX_DIRTY_BYTES
+    max_dirty_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
+    oversize: Oversize = "durable"
+    conditional_writes: bool = False
+
+
 def check_arguments(
     durable: object,
     config: object,
@@ -63,10 +89,12 @@ def check_arguments(
     coherence: object,
     flush_interval_seconds: object,
     max_dirty_bytes: object,
-    oversize: object = "durable",
-    max_dirty_seconds: object = None,
-) -> InMemoryCheckpointConfig:
-    """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config.
+    max_dirty_seconds: object,
+    oversize: object,
+    conditional_writes: object,
+) -> tuple[InMemoryCheckpointConfig, Settings]:
+    """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config and the
+    settings (``max_dirty_seconds`` None: the flush interval).
 
     Raises:
         ValueError: A setting is invalid, naming it (the first one found).
@@ -87,11 +115,32 @@ def check_arguments(
         )
     _check_positive("flush_interval_seconds", flush_interval_seconds)
     _check_positive("max_dirty_bytes", max_dirty_bytes)
-    if max_dirty_seconds is not None:
-        _check_positive("max_dirty_seconds", max_dirty_seconds)
+    if max_dirty_seconds is None:
+        max_dirty_seconds = flush_interval_seconds
+    _check_positive("max_dirty_seconds", max_dirty_seconds)
     if oversize not in OVERSIZE_MODES:
         raise ValueError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
-    return checked
+    if not isinstance(conditional_writes, bool):
+        raise ValueError(f"conditional_writes must be True or False, got {conditional_writes!r:.40}")
+    if conditional_writes:
+        if write == "back":
+            raise ValueError(
+                "conditional_writes=True needs write='through': with write='back' a write is acknowledged before the "
+                "durable tier sees it, so a conflict found at its flush could be told to nobody"
+            )
+        reason = conditional_support(durable)
+        if reason is not None:
+            raise ValueError(f"conditional_writes=True: {reason}")
+    settings = Settings(
+        write,  # type: ignore[arg-type]
+        coherence,  # type: ignore[arg-type]
+        float(flush_interval_seconds),  # type: ignore[arg-type]
+        max_dirty_bytes,  # type: ignore[arg-type]
+        float(max_dirty_seconds),  # type: ignore[arg-type]
+        oversize,  # type: ignore[arg-type]
+        conditional_writes,
+    )
+    return checked, settings
 
 
 def _checked_config(config: object) -> InMemoryCheckpointConfig:

@@ -28,7 +28,7 @@ from .durable import DurableHealth, DurableTier
 from .engine import DroppedThread, Store, ThreadExport
 from .residency import EarlyWrites, ResidencyLedger
 from .saver import BoundedInMemorySaver
-from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, Oversize, WriteMode
+from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
 from .tiered_stats import Counters, TieredStats
 from .writeback import DirtyLedger
 
@@ -45,22 +45,15 @@ class Shared:
 
     hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
 
-    def __init__(
-        self,
-        write: WriteMode,
-        coherence: Coherence,
-        max_dirty_bytes: float,
-        max_dirty_seconds: float,
-        capacity: float,
-        oversize: Oversize,
-        clock: Callable[[], float],
-    ) -> None:
-        self.write: WriteMode = write
+    def __init__(self, settings: Settings, capacity: float, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.write: WriteMode = settings.write
+        self.coherence: Coherence = settings.coherence
+        self.oversize: Oversize = settings.oversize
+        self.conditional_writes = settings.conditional_writes
+        self.max_dirty_bytes = settings.max_dirty_bytes
+        self.max_dirty_seconds = settings.max_dirty_seconds
         self.clock = clock  # monotonic seconds: the hot tier's expiry and the age of unflushed writes
-        self.coherence: Coherence = coherence
-        self.oversize: Oversize = oversize
-        self.max_dirty_bytes = max_dirty_bytes
-        self.max_dirty_seconds = max_dirty_seconds
         self.age_retry_at = 0.0  # the monotonic time before which the age of unflushed writes presses no write
         self.unstorable = UnstorableThreads(capacity)
         self.residency = ResidencyLedger()
@@ -126,6 +119,7 @@ def read_stats(shared: Shared) -> TieredStats:
             flight_waits=counters.flight_waits,
             admissions=counters.admissions,
             left_out=counters.left_out,
+            conflicts=counters.conflicts,
             oversize=counters.oversize,
             dirty_threads=len(dirty),
             dirty_bytes=dirty.nbytes,

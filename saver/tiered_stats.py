@@ -31,6 +31,8 @@ class TieredStats:
         flight_waits: Callers that waited for another caller's read of the same key.
         admissions: Checkpoints a read brought into the hot tier.
         left_out: Hot writes a store-wide limit refused: the thread left memory, still durable.
+        conflicts: Conditional puts refused because another process wrote the namespace since
+            (``conditional_writes``: ``CheckpointConflictError``; the thread left memory).
         oversize: Writes past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` stored in the durable
             tier alone (``oversize="durable"``): the thread left memory, still durable.
         dirty_threads: Threads with unflushed writes (write-back).
@@ -69,6 +71,7 @@ class TieredStats:
     flight_waits: int
     admissions: int
     left_out: int
+    conflicts: int
     oversize: int
     dirty_threads: int
     dirty_bytes: int
@@ -105,6 +108,7 @@ class Counters:
     flight_waits: int = 0
     admissions: int = 0
     left_out: int = 0
+    conflicts: int = 0
     oversize: int = 0
     flushes: int = 0
     flushed_writes: int = 0

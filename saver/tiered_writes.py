@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from . import conditional
 from .coordination import ThreadDeletedError, UnstorableWriteError
 from .engine import Blob, CheckpointCapacityError, CheckpointRecord, Store, WriteRecord, identifiers
 from .engine.records import BlobKey, payload_size
@@ -68,6 +69,9 @@ __all__ = [
     "through_put",
     "through_put_writes",
     "writes_location",
+    "aput_if_newest",
+    "expected_newest",
+    "put_if_newest",
 ]
 
 
@@ -487,6 +491,74 @@ def precheck_writes(
         raise CheckpointCapacityError(
             "max_pending_write_bytes", limits.max_pending_write_bytes, batch, thread_id=thread_id
         )
+
+
+# --- conditional writes (several processes, one durable tier) ---------------------------------------------------
+
+
+def expected_newest(shared: Shared, thread_id: str, namespace: str, parent_id: str | None) -> str | None:
+    """The newest checkpoint this process believes the namespace has: its hot latest when the hot tier holds the
+    namespace (so that a deliberate fork from an older checkpoint is no conflict), else the put's parent.
+
+    Runtime complexity: O(1).
+    """
+    store = shared.hot.store
+    with store.exclusive():
+        if alive(store, thread_id):
+            newest = store.newest_id(thread_id, namespace)
+            if newest is not None:
+                return newest
+    return parent_id
+
+
+def put_if_newest(
+    tiers: Tiers, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions
+) -> RunnableConfig:
+    """The durable put of a write-through with ``conditional_writes``: made only while the namespace's newest
+    durable checkpoint is the one this process expects (``expected_newest``); on a conflict the thread's hot copy,
+    stale, leaves memory, and the error goes to the caller.
+
+    Raises:
+        CheckpointConflictError: Another process wrote the namespace since; nothing was written.
+
+    Runtime complexity: the durable put plus its check (``saver.conditional``).
+    """
+    thread_id, namespace, parent_id = locate(config)
+    expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
+    try:
+        with tiers.durable.health.counting():
+            return conditional.put_if_newest(
+                tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
+            )
+    except conditional.CheckpointConflictError:
+        _drop_stale(tiers.shared, thread_id)
+        raise
+
+
+async def aput_if_newest(
+    tiers: Tiers, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions
+) -> RunnableConfig:
+    """Async ``put_if_newest``: the durable saver's async side (a sync saver on the durable pool)."""
+    thread_id, namespace, parent_id = locate(config)
+    expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
+    try:
+        with tiers.durable.health.counting():
+            return await conditional.aput_if_newest(
+                tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
+            )
+    except conditional.CheckpointConflictError:
+        _drop_stale(tiers.shared, thread_id)
+        raise
+
+
+def _drop_stale(shared: Shared, thread_id: str) -> None:
+    """A conflict showed the thread's hot copy stale: it leaves memory, so the caller's next read is fresh."""
+    store = shared.hot.store
+    with store.exclusive():
+        shared.marks.move(thread_id)
+        shared.residency.forget(thread_id)
+        store.delete_thread(thread_id)
+        shared.counters.conflicts += 1
 
 
 # --- small pieces of the write paths -----------------------------------------------------------------------------
