@@ -27,7 +27,9 @@ if TYPE_CHECKING:
         StoreStats,
         ThreadEvictedError,
         ThreadExport,
+        ThreadQuarantinedError,
     )
+    from .interrupts import InterruptLostError
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
@@ -46,6 +48,7 @@ _EXPORTS = {
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
     "InMemorySaver": ".saver",
+    "InterruptLostError": ".interrupts",
     "LoadReport": ".snapshot",
     "PayloadTagError": ".payload_tags",
     "SaverStats": ".saver",
@@ -54,6 +57,7 @@ _EXPORTS = {
     "ThreadDeletedError": ".tiered",
     "ThreadEvictedError": ".engine",
     "ThreadExport": ".engine",
+    "ThreadQuarantinedError": ".engine",
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
     "copy_threads": ".transfer",
@@ -66,6 +70,7 @@ __all__ = [
     "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",
+    "InterruptLostError",
     "LoadReport",
     "PayloadTagError",
     "SaverStats",
@@ -74,6 +79,7 @@ __all__ = [
     "ThreadDeletedError",
     "ThreadEvictedError",
     "ThreadExport",
+    "ThreadQuarantinedError",
     "TieredSaver",
     "TieredStats",
     "__version__",

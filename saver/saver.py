@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from . import announcing, codec, payload_tags, snapshot
+from . import announcing, codec, interrupts, payload_tags, snapshot
 from .background import JobHealth, Periodic, Resumable
 from .config import InMemoryCheckpointConfig
 from .engine import (
@@ -36,6 +36,7 @@ from .engine import (
     CheckpointRef,
     CheckpointView,
     DroppedThread,
+    ResumeRefusedError,
     Store,
     StoreLimits,
     StoreStats,
@@ -154,7 +155,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         if not callable(clock):
             raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config
-        self.store = Store(config, clock=clock, on_drop=config.on_evict)
+        self.store = Store(config, clock=clock, on_drop=config.on_evict, answer_channels=interrupts.ANSWER_CHANNELS)
         self.load_report: LoadReport | None = None
         # Mutable containers, so that with_allowlist() copies share them.
         self._background: list[Periodic[BoundedInMemorySaver]] = []
@@ -413,7 +414,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """
         thread_id, namespace, checkpoint_id = locate(config)
         view = self.store.get(thread_id, namespace, checkpoint_id)
-        return None if view is None else codec.decode_view(self.serde, view)
+        if view is None:
+            if self.config.dropped_thread_quarantine_seconds:
+                self._admit_run(config, thread_id, namespace, checkpoint_id)
+            return None
+        return codec.decode_view(self.serde, view)
 
     @announcing.announces
     def list(
@@ -517,7 +522,12 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             thread_id, namespace, parent_id = locate(config)
         record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
-        self.store.put_checkpoint(thread_id, namespace, record, blobs, root)
+        # A run's first checkpoint may be a resume LangGraph started afresh (saver.interrupts): asked only then.
+        resumes = parent_id is None and interrupts.resumes_input(checkpoint, metadata)
+        try:
+            self.store.put_checkpoint(thread_id, namespace, record, blobs, root, resumes)
+        except ResumeRefusedError as error:
+            raise interrupts.lost(error, log=False) from None
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}
         }
@@ -570,7 +580,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
-        self.store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        try:
+            self.store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        except ResumeRefusedError as error:
+            raise interrupts.lost(error, log=True) from None
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
@@ -647,7 +660,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
         thread_id, namespace, checkpoint_id = locate(config)
         view = self.store.get(thread_id, namespace, checkpoint_id)
-        return None if view is None else await self._decode(view)
+        if view is None:
+            if self.config.dropped_thread_quarantine_seconds:
+                self._admit_run(config, thread_id, namespace, checkpoint_id)
+            return None
+        return await self._decode(view)
 
     @announcing.announces_async
     async def alist(
@@ -730,6 +747,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     _copy_thread = announcing.unannounced(copy_thread)
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _admit_run(self, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
+        """After a read found nothing, with ``dropped_thread_quarantine_seconds``: a run's first read of a thread
+        in quarantine fails there, before any node of the run runs (its first write would be refused anyway,
+        but a node could fail first and its error would hide the refusal)."""
+        if interrupts.starts_run(config, namespace, checkpoint_id):
+            self.store.admit_run(thread_id)
 
     def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
         thread_id, namespace, checkpoint_id = locate(config)
