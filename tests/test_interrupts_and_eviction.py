@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -374,3 +376,27 @@ def test_a_tiered_saver_still_resumes_a_thread_that_left_its_hot_tier(write: str
         app.run("a", Command(resume="yes"), use_async=False, durability="async")
         asyncio.run(app.graph.ainvoke(Command(resume="yes"), {"configurable": {"thread_id": "b"}}))
         assert sorted(app.sent) == ["draft of hello from a", "draft of hello from b"]
+
+
+# --- when a thread was dropped, by the wall clock ----------------------------------------------------------------
+
+
+def test_a_dropped_thread_says_when_by_the_wall_clock_and_keeps_the_store_s_clock() -> None:
+    clock = FakeClock()
+    told: list[Any] = []
+    saver = BoundedInMemorySaver(
+        config=InMemoryCheckpointConfig(max_threads=1, on_evict=lambda dropped, export: told.append(dropped)),
+        clock=clock,
+    )
+    first = put(saver, "a", {"n": 1})
+    before = time.time()
+    put(saver, "b", {"n": 1})
+    after = time.time()
+    dropped = saver.dropped_thread("a")
+    assert dropped is not None and told == [dropped]
+    assert before <= dropped.dropped_at_wall <= after
+    assert dropped.dropped_at_utc == datetime.fromtimestamp(dropped.dropped_at_wall, UTC)
+    assert dropped.dropped_at == clock.now  # the monotonic reading the engine measures with
+    clock.advance(5)
+    with pytest.raises(ThreadEvictedError, match=rf"at {utc_text(dropped.dropped_at_wall)}, 5 s before"):
+        put(saver, "a", {"n": 2}, parent=first)
