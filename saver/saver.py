@@ -81,6 +81,21 @@ class SaverStats(StoreStats):
     last_autosave_error: str | None = None
     expiry_sweep_failures: int = 0
 
+    def rows(self) -> builtins.list[tuple[str, str]]:
+        """The store's readable lines (``StoreStats.rows``) and the background work's.
+
+        Runtime complexity: O(L) for L limits that rejected something.
+        """
+        last = f" (last: {self.last_autosave_error})" if self.last_autosave_error else ""
+        return [
+            *super().rows(),
+            (
+                "background",
+                f"{self.autosave_failures:,} autosave failures{last}, "
+                f"{self.expiry_sweep_failures:,} expiry sweep failures",
+            ),
+        ]
+
 
 def _version_counter(current: object) -> int:
     """The counter of a channel version in the stock formats: None, an int, or ``"<digits>.<suffix>"``."""
