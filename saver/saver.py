@@ -350,13 +350,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     def dropped_thread(self, thread_id: str | int | UUID) -> DroppedThread | None:
         """Why, when and under which limit a thread was evicted or expired, or None if it was not.
 
-        The record keeps the newest checkpoint id the thread held. A thread started
-        afresh since (a new run on its id) still has the record of its previous
-        life: the writes of that life are refused with ``ThreadEvictedError``.
-        LangGraph starts a dropped thread afresh, so a resume (``Command(resume=...)``)
-        of one finds no interrupt to answer: check that the thread waits at one
-        (``graph.get_state(config).next``), and if it does not, this says why.
-        Records are kept for the last ``max_dropped_thread_records`` threads.
+        The record keeps the limit, when (``dropped_at_wall``, ``dropped_at_utc``)
+        and the newest checkpoint id the thread held. A thread started afresh since
+        (a new run on its id) still has the record of its previous life: the
+        writes of that life are refused with ``ThreadEvictedError``, so the record
+        alone does not say that nothing waits. A resume (``Command(resume=...)``)
+        of a dropped thread fails with ``InterruptLostError``: check first that a
+        run waits, with ``graph.get_state(config).interrupts`` (``.next`` is also
+        non-empty after a run that failed), and if none does and the saver holds
+        nothing of the thread, this says why. Records are kept for the last
+        ``max_dropped_thread_records`` threads.
+
         Runtime complexity: O(1).
         """
         return self.store.dropped_thread(normalize_id("thread_id", thread_id))

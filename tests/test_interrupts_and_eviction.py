@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from langgraph.checkpoint.bounded.engine.errors import utc_text
 from langgraph.checkpoint.bounded.interrupts import ANSWER_CHANNELS
 from tests.conftest import FakeClock
 from tests.helpers import fingerprint, put
+from tests.servers import ROOT
 
 DURABILITIES = ["sync", "async", "exit"]
 APIS = [False, True]
@@ -400,3 +402,40 @@ def test_a_dropped_thread_says_when_by_the_wall_clock_and_keeps_the_store_s_cloc
     clock.advance(5)
     with pytest.raises(ThreadEvictedError, match=rf"at {utc_text(dropped.dropped_at_wall)}, 5 s before"):
         put(saver, "a", {"n": 2}, parent=first)
+
+
+# --- the README's recipe: what says a run waits --------------------------------------------------------------
+
+
+def readme_recipe() -> Callable[..., str]:
+    """``resume_if_waiting`` as the README shows it, run as written."""
+    blocks = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), flags=re.M | re.S)
+    [recipe] = [block for block in blocks if "def resume_if_waiting(" in block]
+    namespace: dict[str, Any] = {}
+    exec(compile(recipe, "README.md", "exec"), namespace)  # the README's own code, run as a user runs it
+    return namespace["resume_if_waiting"]  # type: ignore[no-any-return]
+
+
+def test_the_readme_recipe_resumes_only_a_run_that_waits_and_says_why_not() -> None:
+    resume_if_waiting = readme_recipe()
+    saver = saver_of()
+    app = App(saver, strict=True)
+    with pytest.raises(IndexError):  # a run that failed: state.next is not empty, and no interrupt waits
+        app.run("failed", {"messages": []}, use_async=False, durability="sync")
+    assert app.graph.get_state({"configurable": {"thread_id": "failed"}}).next == ("draft",)
+    app.run("waiting", {"messages": ["hi"]}, use_async=False, durability="sync")
+    app.run("done", {"messages": ["bye"]}, use_async=False, durability="sync")  # evicts "failed"
+    app.run("done", Command(resume="yes"), use_async=False, durability="sync")  # evicts nothing: 'done' is held
+    app.run("evicts", {"messages": ["x"]}, use_async=False, durability="sync")  # evicts "waiting"
+    app.ran.clear()
+    assert resume_if_waiting(app.graph, saver, "done", "yes") == "nothing waits"
+    lost = resume_if_waiting(app.graph, saver, "waiting", "yes")
+    assert lost.startswith("lost: max_threads=2 dropped it at ") and lost.endswith(" UTC; start a new run")
+    assert app.ran == []  # neither answered: no run started
+    assert resume_if_waiting(app.graph, saver, "evicts", "yes") == "resumed"
+    assert app.sent == ["draft of bye", "draft of x"]
+    with pytest.raises(IndexError):
+        app.run("failed", {"messages": []}, use_async=False, durability="sync")  # fails again, in a new life
+    app.ran.clear()
+    assert resume_if_waiting(app.graph, saver, "failed", "yes") == "failed: retry with app.invoke(None, config)"
+    assert app.ran == []
