@@ -541,8 +541,14 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             thread_id, namespace, parent_id = locate(config)
         record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
-        # A run's first checkpoint may be a resume LangGraph started afresh (saver.interrupts): asked only then.
-        resumes = parent_id is None and interrupts.resumes_input(checkpoint, metadata)
+        # A run's first checkpoint on a dropped thread may be a resume LangGraph started afresh (saver.interrupts):
+        # asked only then. The tombstone is read without the lock, as put reads the announcement queue: a resume
+        # found no checkpoint, so its thread's tombstone was there before this put, and the engine decides under it.
+        resumes = (
+            parent_id is None
+            and thread_id in self.store.tombstones.records
+            and interrupts.resumes_input(checkpoint, metadata)
+        )
         try:
             self.store.put_checkpoint(thread_id, namespace, record, blobs, root, resumes)
         except ResumeRefusedError as error:
