@@ -5,7 +5,13 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 """
 
-from .errors import CheckpointCapacityError, CheckpointRefusedError, ThreadEvictedError
+from .errors import (
+    CheckpointCapacityError,
+    CheckpointRefusedError,
+    ResumeRefusedError,
+    ThreadEvictedError,
+    ThreadQuarantinedError,
+)
 from .export import NamespaceExport, ThreadExport
 from .limits import KIB, MIB, StoreLimits
 from .reads import CheckpointRef
@@ -36,11 +42,13 @@ __all__ = [
     "NamespaceExport",
     "Payload",
     "RefusedCheckpoint",
+    "ResumeRefusedError",
     "Store",
     "StoreLimits",
     "StoreStats",
     "ThreadEvictedError",
     "ThreadExport",
+    "ThreadQuarantinedError",
     "Version",
     "WriteRecord",
 ]

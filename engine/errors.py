@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 __all__ = [
     "CheckpointCapacityError",
     "CheckpointRefusedError",
+    "ResumeRefusedError",
     "ThreadEvictedError",
+    "ThreadQuarantinedError",
+    "dropped_how",
+    "utc_text",
 ]
 
 
@@ -58,26 +65,123 @@ class ThreadEvictedError(CheckpointCapacityError):
         limit_value: That limit's value.
         needed: None: no amount would have made room for a state that is gone.
         thread_id: The thread.
-        checkpoint_id: The dropped checkpoint the write continues from.
+        checkpoint_id: The dropped checkpoint the write continues from ("" when it names none).
         seconds_ago: How long before this write the thread was dropped.
+        dropped_at_wall: When it was dropped, in seconds since the epoch (``time.time()``), or None.
     """
 
     def __init__(
-        self, limit: str, limit_value: float, *, thread_id: str, checkpoint_id: str, seconds_ago: float
+        self,
+        limit: str,
+        limit_value: float,
+        *,
+        thread_id: str,
+        checkpoint_id: str,
+        seconds_ago: float,
+        dropped_at_wall: float | None = None,
+        message: str | None = None,
     ) -> None:
         self.seconds_ago = seconds_ago
         self.checkpoint_id = checkpoint_id
-        how = "expired after being idle" if limit == "idle_ttl_seconds" else "evicted (least recently used)"
+        self.dropped_at_wall = dropped_at_wall
         super().__init__(
             limit,
             limit_value,
             None,
             thread_id=thread_id,
+            message=message
+            or (
+                f"thread {thread_id!r} was {dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)} before "
+                f"this write, which continues its checkpoint {checkpoint_id!r}: the thread's state is gone, so the "
+                f"write was refused and nothing was changed. Raise {limit} to keep threads this long; a new run on "
+                f"the thread starts afresh."
+            ),
+        )
+
+
+class ResumeRefusedError(ThreadEvictedError):
+    """A write resumes the state of a thread that was evicted or expired, and the store holds nothing of it.
+
+    The caller marks such writes: pending writes to a channel the store was told
+    answers a thread's waiting state (``Store(answer_channels=...)``), or a first
+    checkpoint put with ``resumes=True``. Storing them would start the thread
+    afresh from an answer to a question nobody asked, so both are refused before
+    anything is stored or any other thread evicted. Nothing was changed. The
+    saver raises its own subclass, which says what this means for a graph.
+
+    Attributes:
+        As ``ThreadEvictedError``; ``checkpoint_id`` is the checkpoint the write names.
+    """
+
+    def __init__(
+        self,
+        limit: str,
+        limit_value: float,
+        *,
+        thread_id: str,
+        checkpoint_id: str,
+        seconds_ago: float,
+        dropped_at_wall: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        super().__init__(
+            limit,
+            limit_value,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            seconds_ago=seconds_ago,
+            dropped_at_wall=dropped_at_wall,
+            message=message
+            or (
+                f"thread {thread_id!r} was {dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)} before "
+                f"this write, which resumes its state: that state is gone, so what the write answers was not "
+                f"applied, nothing was stored, and no other thread was evicted. A new run on the thread starts it "
+                f"afresh."
+            ),
+        )
+
+
+class ThreadQuarantinedError(ThreadEvictedError):
+    """A new run on a thread dropped less than ``dropped_thread_quarantine_seconds`` ago: refused.
+
+    Within the quarantine a dropped thread is not started afresh, so that a run
+    meant to continue it (one that answers what it waited for) fails loudly
+    instead of being applied to an empty thread. Nothing was changed.
+    ``delete_thread`` ends the quarantine of its thread.
+
+    Attributes:
+        As ``ThreadEvictedError``; ``checkpoint_id`` is the newest checkpoint the thread held ("" if none);
+        quarantine_seconds: ``dropped_thread_quarantine_seconds``.
+    """
+
+    def __init__(
+        self,
+        limit: str,
+        limit_value: float,
+        *,
+        thread_id: str,
+        checkpoint_id: str,
+        seconds_ago: float,
+        quarantine_seconds: float,
+        dropped_at_wall: float | None = None,
+    ) -> None:
+        self.quarantine_seconds = quarantine_seconds
+        left = quarantine_seconds - seconds_ago
+        super().__init__(
+            limit,
+            limit_value,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            seconds_ago=seconds_ago,
+            dropped_at_wall=dropped_at_wall,
             message=(
-                f"thread {thread_id!r} was {how} under {limit}={_number(limit_value)} "
-                f"{seconds_ago:.3g} s before this write, which continues its checkpoint {checkpoint_id!r}: "
-                f"the thread's state is gone, so the write was refused and nothing was changed. "
-                f"Raise {limit} to keep threads this long; a new run on the thread starts afresh."
+                f"a new run on thread {thread_id!r} was refused: the thread was "
+                f"{dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)} ago, and "
+                f"dropped_thread_quarantine_seconds={_number(quarantine_seconds)} refuses new runs on a dropped "
+                f"thread for that long. If the run was to answer what the thread waited for (a resume), that answer "
+                f"was not applied: the state it answers is gone. Nothing was changed. Start the run on a new thread "
+                f"id, or delete the thread to start it afresh now"
+                + ("." if math.isinf(left) else f" (the quarantine ends in {left:.3g} s).")
             ),
         )
 
@@ -110,6 +214,28 @@ class CheckpointRefusedError(CheckpointCapacityError):
                 f"stored. Nothing was changed."
             ),
         )
+
+
+def dropped_how(limit: str, limit_value: float, dropped_at_wall: float | None, seconds_ago: float) -> str:
+    """How and when a thread left the store, as an error says it: "evicted (least recently used) under
+    max_threads=10 at 2026-01-05 14:03:12 UTC, 42.1 s" (the caller goes on with "before ..." or "ago").
+
+    Runtime complexity: O(1).
+    """
+    how = "expired after being idle" if limit == "idle_ttl_seconds" else "evicted (least recently used)"
+    when = "" if dropped_at_wall is None else f" at {utc_text(dropped_at_wall)},"
+    return f"{how} under {limit}={_number(limit_value)}{when} {seconds_ago:.3g} s"
+
+
+def utc_text(seconds: float) -> str:
+    """A wall-clock time (seconds since the epoch) as people read it: ``2026-01-05 14:03:12 UTC``.
+
+    Runtime complexity: O(1).
+    """
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # a clock injected by a test may read anything
+        return f"{seconds:g} s after the epoch"
 
 
 def _number(value: float | None) -> str:

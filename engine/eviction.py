@@ -3,7 +3,7 @@
 Reached from a store transaction through one inline test each, only when there
 is work to do: expiry when ``next_expiry`` has passed, ``make_room`` when a write
 would pass ``max_threads``, ``max_total_bytes`` or ``max_memory_bytes``,
-``refuse_continuation`` when the thread has a tombstone. A thread leaves whole:
+``refuse_dropped`` when the thread has a tombstone. A thread leaves whole:
 its tombstone is kept (``engine.tombstones``) and, with a hook, its export is
 queued for ``on_drop`` (``engine.hooks``).
 
@@ -16,7 +16,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from . import memory
-from .errors import CheckpointCapacityError, CheckpointRefusedError, ThreadEvictedError
+from .errors import (
+    CheckpointCapacityError,
+    CheckpointRefusedError,
+    ResumeRefusedError,
+    ThreadEvictedError,
+    ThreadQuarantinedError,
+)
 from .export import ThreadExport
 from .namespace import Namespace
 from .records import WriteKey, WriteRecord
@@ -34,6 +40,8 @@ __all__ = [
     "park",
     "refuse_checkpoint",
     "refuse_continuation",
+    "refuse_dropped",
+    "refuse_restart",
     "refuse_writes_of_refused",
 ]
 
@@ -230,7 +238,7 @@ def drop(state: State, thread: Thread, limit: str, limit_value: float, now: floa
 
     Runtime complexity: O(namespaces + runs), plus its export when a hook is set.
     """
-    record = DroppedThread(thread.thread_id, limit, limit_value, now, thread.newest_id())
+    record = DroppedThread(thread.thread_id, limit, limit_value, now, thread.newest_id(), state.wall_clock())
     state.tombstones.remember(record)
     _shed_tombstones(state)
     if state.announcements.hook is not None:
@@ -263,7 +271,72 @@ def _forget_oldest(state: State) -> bool:
     return state.parked.forget_oldest() or state.refusals.forget_oldest() or state.tombstones.forget_oldest()
 
 
-# --- writes that continue a dropped thread -----------------------------------------------------------------
+# --- writes for a dropped thread ------------------------------------------------------------------------
+
+
+def refuse_dropped(
+    state: State,
+    thread_id: str,
+    thread: Thread | None,
+    space: Namespace,
+    continues: str | None,
+    now: float,
+    resumes: bool = False,
+    writes: Sequence[WriteRecord] = (),
+) -> None:
+    """Refuse a write for a thread that has a tombstone, when it needs the state the thread lost.
+
+    Three rules, in order; a write none of them refuses goes on:
+
+    * it resumes the thread's state (``resumes``, or a write to one of
+      ``state.answer_channels``) and the store holds nothing of the thread:
+      ``ResumeRefusedError``;
+    * it starts the thread afresh (a checkpoint with no parent) while the thread
+      holds nothing, less than ``dropped_thread_quarantine_seconds`` after the
+      drop: ``ThreadQuarantinedError``;
+    * it continues a checkpoint of the dropped thread (``refuse_continuation``).
+
+    Raises:
+        ResumeRefusedError, ThreadQuarantinedError, ThreadEvictedError: As above.
+
+    Runtime complexity: O(1), plus O(len(writes)) when the thread holds nothing.
+    """
+    if thread is None:
+        answers = state.answer_channels
+        if resumes or (answers and any(write[2] in answers for write in writes)):
+            record = state.tombstones.records[thread_id]
+            raise ResumeRefusedError(
+                record.limit,
+                record.limit_value,
+                thread_id=thread_id,
+                checkpoint_id=continues or "",
+                seconds_ago=now - record.dropped_at,
+                dropped_at_wall=record.dropped_at_wall,
+            )
+        if continues is None:
+            refuse_restart(state, state.tombstones.records[thread_id], now)
+    refuse_continuation(state, thread_id, space, continues, now)
+
+
+def refuse_restart(state: State, record: DroppedThread, now: float) -> None:
+    """Refuse a new run on a dropped thread within ``dropped_thread_quarantine_seconds`` of its drop.
+
+    Raises:
+        ThreadQuarantinedError: The quarantine has not ended.
+
+    Runtime complexity: O(1).
+    """
+    quarantine = state.limits.dropped_thread_quarantine_seconds
+    if quarantine and now - record.dropped_at < quarantine:
+        raise ThreadQuarantinedError(
+            record.limit,
+            record.limit_value,
+            thread_id=record.thread_id,
+            checkpoint_id=record.newest_checkpoint_id or "",
+            seconds_ago=now - record.dropped_at,
+            quarantine_seconds=quarantine,
+            dropped_at_wall=record.dropped_at_wall,
+        )
 
 
 def refuse_continuation(state: State, thread_id: str, space: Namespace, continues: str | None, now: float) -> None:
@@ -289,6 +362,7 @@ def refuse_continuation(state: State, thread_id: str, space: Namespace, continue
         thread_id=thread_id,
         checkpoint_id=continues or "",
         seconds_ago=now - record.dropped_at,
+        dropped_at_wall=record.dropped_at_wall,
     )
 
 

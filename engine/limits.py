@@ -32,7 +32,7 @@ COUNT = "int | float"
 SECONDS = "float"
 """The annotation of a duration: a positive number of seconds, or ``math.inf``."""
 
-NOT_LIMITS = frozenset({"eviction_grace_seconds"})
+NOT_LIMITS = frozenset({"eviction_grace_seconds", "dropped_thread_quarantine_seconds"})
 """Numeric settings that are not bounds: 0 is allowed, and ``unbounded()`` leaves them as they are."""
 
 MAX_WHOLE = 2**53
@@ -65,6 +65,14 @@ class StoreLimits:
     least recently used thread whatever its age. Under overload, a grace turns
     thrashing (every running thread evicted by the next) into refusal at
     admission (new threads wait; running ones finish).
+
+    ``dropped_thread_quarantine_seconds`` refuses new runs on a dropped thread:
+    for that many seconds after a thread is evicted or expired, a checkpoint
+    that would start it afresh (no parent) is refused with
+    ``ThreadQuarantinedError``, and so is ``Store.admit_run``; 0 (the default)
+    lets a new run start afresh at once; ``math.inf`` refuses while the
+    thread's record is kept (``max_dropped_thread_records``). Deleting the
+    thread ends its quarantine.
     """
 
     idle_ttl_seconds: float = 4 * 60 * 60  # seconds a thread may stay unused
@@ -81,6 +89,7 @@ class StoreLimits:
     on_checkpoint_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest checkpoints
     on_namespace_limit: LimitPolicy = "reject"  # or "prune_oldest": drop a thread's oldest completed subgraphs
     eviction_grace_seconds: float = 0.0  # seconds; a thread used this recently is never evicted to make room
+    dropped_thread_quarantine_seconds: float = 0.0  # seconds after a drop during which no new run starts it afresh
 
     def __post_init__(self) -> None:
         for field in fields(self):

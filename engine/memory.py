@@ -199,9 +199,9 @@ RUN = STR + STR_KEY_ENTRY + SET + SET_ENTRY
 """A run a thread holds: its id's header, its entry in the run index and its set of holders, its entry
 in the thread's run set."""
 
-TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None)) + FLOAT + LRU_ENTRY + 2 * STR
-"""A tombstone: its record, when it was dropped, its entry, the headers of the ids it keeps (their text
-is its ``nbytes``)."""
+TOMBSTONE = sys.getsizeof(DroppedThread("", "", 0.0, 0.0, None, 0.0)) + 2 * FLOAT + LRU_ENTRY + 2 * STR
+"""A tombstone: its record, when it was dropped (by the store's clock and by the wall clock), its entry,
+the headers of the ids it keeps (their text is its ``nbytes``)."""
 
 REFUSAL = sys.getsizeof(RefusedCheckpoint("", "", "", "", 0.0)) + LRU_ENTRY + 3 * STR
 """A refused checkpoint remembered: its record, its entry, the headers of the ids it keeps."""

@@ -19,7 +19,7 @@ import itertools
 import math
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from . import memory
 from .export import ThreadExport
@@ -40,6 +40,7 @@ class State:
     Attributes:
         limits: The bounds to enforce.
         clock: Monotonic seconds.
+        wall_clock: Seconds since the epoch, for the dates people read (``DroppedThread.dropped_at_wall``).
         threads: Thread id to thread, least recently used first (also least
             recently used by the clock: LRU order is idle order).
         runs: Run id to the ids of the threads holding its checkpoints.
@@ -59,6 +60,8 @@ class State:
         changed: Stored threads changed since the last snapshot (None: none taken).
         exports: Each stored thread's export at the last snapshot (None: none taken).
         known_channels: Channel names already checked (``identifiers.KNOWN_CHANNELS``).
+        answer_channels: Channels whose pending writes answer what a thread's state waits for: such a
+            write for a dropped thread that holds nothing is refused (``eviction.refuse_dropped``).
     """
 
     def __init__(
@@ -67,9 +70,12 @@ class State:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_drop: DropHook | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        answer_channels: Iterable[str] = (),
     ) -> None:
         self.limits = limits if limits is not None else StoreLimits()
         self.clock = clock
+        self.wall_clock = wall_clock
         self.threads: OrderedDict[str, Thread] = OrderedDict()
         self.runs: dict[str, set[str]] = {}
         self.nbytes = self.checkpoints = self.writes = self.blobs = self.namespaces = self.variable_overhead = 0
@@ -86,6 +92,7 @@ class State:
         self.changed: set[str] | None = None
         self.exports: dict[str, ThreadExport] | None = None
         self.known_channels: set[str] = set()
+        self.answer_channels = frozenset(answer_channels)
 
     # --- threads in and out ----------------------------------------------------------------------
 

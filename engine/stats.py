@@ -1,12 +1,15 @@
-"""A snapshot of the store's counters."""
+"""A snapshot of the store's counters, and its readable form."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
     "StoreStats",
+    "render_rows",
+    "size_text",
 ]
 
 
@@ -72,3 +75,73 @@ class StoreStats:
     queued_drops: int = 0
     queued_drop_bytes: int = 0
     rejections: Mapping[str, int] = field(default_factory=dict)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The readable form's lines, as ``(label, text)``: what ``str()`` prints, one topic a line.
+
+        Runtime complexity: O(L) for L limits that rejected something.
+        """
+        evicted = ", ".join(
+            f"{count:,} for {limit}"
+            for limit, count in (
+                ("max_threads", self.evicted_for_threads),
+                ("max_total_bytes", self.evicted_for_bytes),
+                ("max_memory_bytes", self.evicted_for_memory),
+            )
+            if count
+        )
+        return [
+            (
+                "stored",
+                f"{self.threads:,} threads: {self.namespaces:,} namespaces, {self.checkpoints:,} checkpoints, "
+                f"{self.pending_writes:,} pending writes, {self.blobs:,} blobs",
+            ),
+            ("bytes", f"{size_text(self.total_bytes)} of max_total_bytes {size_text(self.max_total_bytes)}"),
+            ("heap", f"{size_text(self.memory_bytes)} estimated, max_memory_bytes {size_text(self.max_memory_bytes)}"),
+            (
+                "dropped",
+                f"{self.evicted_threads:,} evicted{f' ({evicted})' if evicted else ''}, "
+                f"{self.expired_threads:,} expired",
+            ),
+            ("pruned", f"{self.pruned_checkpoints:,} checkpoints, {self.pruned_namespaces:,} namespaces"),
+            (
+                "remembered",
+                f"{self.dropped_thread_records:,} dropped threads ({size_text(self.dropped_thread_record_bytes)}), "
+                f"{self.refused_checkpoint_records:,} refused checkpoints, {self.parked_write_records:,} parked writes",
+            ),
+            (
+                "drop hook",
+                f"{self.queued_drops:,} drops waiting for it ({size_text(self.queued_drop_bytes)}), "
+                f"{self.drop_hook_errors:,} errors",
+            ),
+            (
+                "rejections",
+                ", ".join(f"{count:,} for {limit}" for limit, count in sorted(self.rejections.items())) or "none",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        """The readable form: one topic a line (``repr()`` keeps the dataclass's one-line form).
+
+        Runtime complexity: O(L) for L limits that rejected something.
+        """
+        return render_rows(self.rows())
+
+
+def size_text(nbytes: float) -> str:
+    """A byte count as people read it: ``512 B``, ``1.5 KiB``, ``64 MiB``; ``math.inf`` is ``none`` (no limit).
+
+    Runtime complexity: O(1).
+    """
+    if math.isinf(nbytes):
+        return "none"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:,.0f} B"
+
+
+def render_rows(rows: Sequence[tuple[str, str]], indent: str = "") -> str:
+    """Rows of ``(label, text)`` as aligned lines. Runtime complexity: O(total length)."""
+    width = max((len(label) for label, _ in rows), default=0)
+    return "\n".join(f"{indent}{label:<{width}}  {text}" for label, text in rows)

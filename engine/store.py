@@ -9,7 +9,8 @@ is reached through one cheap test on the way:
 
 * ``now >= next_expiry``: ``eviction.expire``;
 * a new thread or namespace: ``pruning.admit_location``;
-* a tombstone for the thread: ``eviction.refuse_continuation``;
+* a tombstone for the thread: ``eviction.refuse_dropped`` (a write that continues
+  or resumes the dropped thread, or restarts it within its quarantine);
 * a thread at ``max_namespaces_per_thread`` or ``max_checkpoints_per_thread``:
   ``pruning.plan_namespaces``, ``pruning.plan_rolling`` (prune or reject);
 * over a byte or thread limit: ``eviction.make_room`` (evict, or reject);
@@ -36,7 +37,8 @@ from .eviction import (
     make_room,
     park,
     refuse_checkpoint,
-    refuse_continuation,
+    refuse_dropped,
+    refuse_restart,
     refuse_writes_of_refused,
 )
 from .export import ThreadExport
@@ -82,6 +84,10 @@ class Store(State):
         clock: Monotonic seconds, injectable for tests of expiry.
         on_drop: Called with why and when each thread was evicted or expired,
             and a complete export of what it held.
+        wall_clock: Seconds since the epoch, for the dates of drops (``DroppedThread.dropped_at_wall``).
+        answer_channels: Channels whose pending writes answer what a thread's state waits for (a
+            graph's resume): such a write for a dropped thread that holds nothing is refused
+            (``ResumeRefusedError``) instead of starting the thread afresh.
     """
 
     def __init__(
@@ -90,8 +96,10 @@ class Store(State):
         *,
         clock: Callable[[], float] = time.monotonic,
         on_drop: DropHook | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        answer_channels: Iterable[str] = (),
     ) -> None:
-        super().__init__(limits, clock=clock, on_drop=on_drop)
+        super().__init__(limits, clock=clock, on_drop=on_drop, wall_clock=wall_clock, answer_channels=answer_channels)
         self.lock = threading.RLock()
 
     @property
@@ -145,6 +153,7 @@ class Store(State):
         record: CheckpointRecord,
         new_blobs: Mapping[BlobKey, Blob],
         root_checkpoint_id: str | None = None,
+        resumes: bool = False,
     ) -> None:
         """Store a checkpoint and the channel values that changed with it.
 
@@ -154,6 +163,9 @@ class Store(State):
         anything changes, so a put rejected for another limit prunes nothing.
         ``root_checkpoint_id`` is the root namespace's checkpoint a subgraph's
         write runs under, when the caller knows it (``pruning.plan_namespaces``).
+        ``resumes``: the checkpoint resumes the thread's state (a graph's resume
+        that found no checkpoint to resume): it is refused if the thread was
+        dropped and the store holds nothing of it.
 
         A refused put changes nothing but this: its pending writes that arrived
         before it go, and its later ones are refused (``eviction.refuse_checkpoint``).
@@ -165,7 +177,9 @@ class Store(State):
                 ``max_total_bytes``, ``max_threads`` or ``max_memory_bytes``
                 would be exceeded.
             ThreadEvictedError: The parent checkpoint belonged to the thread
-                before it was evicted or expired.
+                before it was evicted or expired; or, the thread being dropped and
+                holding nothing, the put resumes it (``ResumeRefusedError``) or
+                starts it afresh within its quarantine (``ThreadQuarantinedError``).
 
         Runtime complexity: O(c) for a checkpoint of c channels whose id sorts
         last in its namespace (ids are time-ordered), else one O(n) memory move.
@@ -194,7 +208,7 @@ class Store(State):
                 plan = admit_location(limits, thread, thread_id, namespace, root_checkpoint_id)
                 planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
-                refuse_continuation(self, thread_id, planned, parent_id, now)
+                refuse_dropped(self, thread_id, thread, planned, parent_id, now, resumes)
             records = planned.records
             blobs = planned.blobs
             replaced = records.get(checkpoint_id)
@@ -374,7 +388,9 @@ class Store(State):
                 ``max_namespaces_per_thread``, ``max_total_bytes``,
                 ``max_threads`` or ``max_memory_bytes`` would be exceeded.
             ThreadEvictedError: The checkpoint belonged to the thread before it
-                was evicted or expired.
+                was evicted or expired; or, the thread being dropped and holding
+                nothing, a write goes to one of ``answer_channels``
+                (``ResumeRefusedError``).
 
         A ``CheckpointCapacityError`` also refuses writes for a checkpoint whose
         put was refused, under the limit that refused it.
@@ -401,7 +417,7 @@ class Store(State):
                 plan = admit_location(limits, thread, thread_id, namespace, root_checkpoint_id)
                 planned = EMPTY_NAMESPACE
             if self.tombstones.records and thread_id in self.tombstones.records:
-                refuse_continuation(self, thread_id, planned, checkpoint_id, now)
+                refuse_dropped(self, thread_id, thread, planned, checkpoint_id, now, False, writes)
             if self.refusals.records and checkpoint_id in self.refusals.records:
                 refuse_writes_of_refused(self, thread_id, namespace, checkpoint_id, planned)
             stored = planned.writes.get(checkpoint_id)
@@ -577,6 +593,23 @@ class Store(State):
         """
         with self.lock:
             return self.tombstones.records.get(thread_id)
+
+    def admit_run(self, thread_id: str) -> None:
+        """Refuse, before it does anything, a new run on a thread dropped within
+        ``dropped_thread_quarantine_seconds`` that the store no longer holds; else do nothing.
+
+        A caller that starts runs asks first, so that a refused run fails before
+        any of its work: its first write would be refused the same way.
+
+        Raises:
+            ThreadQuarantinedError: The thread is in quarantine; nothing changed.
+
+        Runtime complexity: O(1).
+        """
+        with self.lock:
+            record = self.tombstones.records.get(thread_id)
+            if record is not None and thread_id not in self.threads:
+                refuse_restart(self, record, self.clock())
 
     def threads_holding(self, run_ids: Iterable[str]) -> set[str]:
         """The ids of the stored threads holding checkpoints these runs created (the run index).

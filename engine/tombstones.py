@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar
 
 from .records import WriteRecord, text_size
@@ -44,8 +45,11 @@ class DroppedThread:
         limit: The limit that removed it: ``max_threads``, ``max_total_bytes``,
             ``max_memory_bytes`` or ``idle_ttl_seconds``.
         limit_value: That limit's value.
-        dropped_at: The store's clock reading when it was removed.
+        dropped_at: The store's clock reading when it was removed (monotonic seconds: the engine
+            measures quarantines and "how long ago" with it).
         newest_checkpoint_id: The greatest checkpoint id it held, if any.
+        dropped_at_wall: When it was removed, in seconds since the epoch (``time.time()``); read it
+            as a date with ``dropped_at_utc``.
     """
 
     thread_id: str
@@ -53,6 +57,12 @@ class DroppedThread:
     limit_value: float
     dropped_at: float
     newest_checkpoint_id: str | None
+    dropped_at_wall: float
+
+    @property
+    def dropped_at_utc(self) -> datetime:
+        """``dropped_at_wall`` as a timezone-aware UTC ``datetime``. Runtime complexity: O(1)."""
+        return datetime.fromtimestamp(self.dropped_at_wall, UTC)
 
     @property
     def key(self) -> str:

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
         StoreStats,
         ThreadEvictedError,
         ThreadExport,
+        ThreadQuarantinedError,
     )
+    from .interrupts import InterruptLostError
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
@@ -48,6 +50,7 @@ _EXPORTS = {
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
     "InMemorySaver": ".saver",
+    "InterruptLostError": ".interrupts",
     "LoadReport": ".snapshot",
     "PayloadTagError": ".payload_tags",
     "SaverStats": ".saver",
@@ -56,6 +59,7 @@ _EXPORTS = {
     "ThreadDeletedError": ".tiered",
     "ThreadEvictedError": ".engine",
     "ThreadExport": ".engine",
+    "ThreadQuarantinedError": ".engine",
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
     "UnstorableWriteError": ".tiered",
@@ -70,6 +74,7 @@ __all__ = [
     "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",
+    "InterruptLostError",
     "LoadReport",
     "PayloadTagError",
     "SaverStats",
@@ -78,6 +83,7 @@ __all__ = [
     "ThreadDeletedError",
     "ThreadEvictedError",
     "ThreadExport",
+    "ThreadQuarantinedError",
     "TieredSaver",
     "TieredStats",
     "UnstorableWriteError",

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from . import announcing, codec, payload_tags, snapshot
+from . import announcing, codec, interrupts, payload_tags, snapshot
 from .background import JobHealth, Periodic, Resumable
 from .config import InMemoryCheckpointConfig
 from .engine import (
@@ -36,6 +36,7 @@ from .engine import (
     CheckpointRef,
     CheckpointView,
     DroppedThread,
+    ResumeRefusedError,
     Store,
     StoreLimits,
     StoreStats,
@@ -79,6 +80,21 @@ class SaverStats(StoreStats):
     autosave_failures: int = 0
     last_autosave_error: str | None = None
     expiry_sweep_failures: int = 0
+
+    def rows(self) -> builtins.list[tuple[str, str]]:
+        """The store's readable lines (``StoreStats.rows``) and the background work's.
+
+        Runtime complexity: O(L) for L limits that rejected something.
+        """
+        last = f" (last: {self.last_autosave_error})" if self.last_autosave_error else ""
+        return [
+            *super().rows(),
+            (
+                "background",
+                f"{self.autosave_failures:,} autosave failures{last}, "
+                f"{self.expiry_sweep_failures:,} expiry sweep failures",
+            ),
+        ]
 
 
 def _version_counter(current: object) -> int:
@@ -154,7 +170,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         if not callable(clock):
             raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config
-        self.store = Store(config, clock=clock, on_drop=config.on_evict)
+        self.store = Store(config, clock=clock, on_drop=config.on_evict, answer_channels=interrupts.ANSWER_CHANNELS)
         self.load_report: LoadReport | None = None
         # Mutable containers, so that with_allowlist() copies share them.
         self._background: list[Periodic[BoundedInMemorySaver]] = []
@@ -334,13 +350,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     def dropped_thread(self, thread_id: str | int | UUID) -> DroppedThread | None:
         """Why, when and under which limit a thread was evicted or expired, or None if it was not.
 
-        The record keeps the newest checkpoint id the thread held. A thread started
-        afresh since (a new run on its id) still has the record of its previous
-        life: the writes of that life are refused with ``ThreadEvictedError``.
-        LangGraph starts a dropped thread afresh, so a resume (``Command(resume=...)``)
-        of one finds no interrupt to answer: check that the thread waits at one
-        (``graph.get_state(config).next``), and if it does not, this says why.
-        Records are kept for the last ``max_dropped_thread_records`` threads.
+        The record keeps the limit, when (``dropped_at_wall``, ``dropped_at_utc``)
+        and the newest checkpoint id the thread held. A thread started afresh since
+        (a new run on its id) still has the record of its previous life: the
+        writes of that life are refused with ``ThreadEvictedError``, so the record
+        alone does not say that nothing waits. A resume (``Command(resume=...)``)
+        of a dropped thread fails with ``InterruptLostError``: check first that a
+        run waits, with ``graph.get_state(config).interrupts`` (``.next`` is also
+        non-empty after a run that failed), and if none does and the saver holds
+        nothing of the thread, this says why. Records are kept for the last
+        ``max_dropped_thread_records`` threads.
+
         Runtime complexity: O(1).
         """
         return self.store.dropped_thread(normalize_id("thread_id", thread_id))
@@ -413,7 +433,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """
         thread_id, namespace, checkpoint_id = locate(config)
         view = self.store.get(thread_id, namespace, checkpoint_id)
-        return None if view is None else codec.decode_view(self.serde, view)
+        if view is None:
+            if self.config.dropped_thread_quarantine_seconds:
+                self._admit_run(config, thread_id, namespace, checkpoint_id)
+            return None
+        return codec.decode_view(self.serde, view)
 
     @announcing.announces
     def list(
@@ -517,7 +541,18 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             thread_id, namespace, parent_id = locate(config)
         record, blobs = codec.encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions, parent_id)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
-        self.store.put_checkpoint(thread_id, namespace, record, blobs, root)
+        # A run's first checkpoint on a dropped thread may be a resume LangGraph started afresh (saver.interrupts):
+        # asked only then. The tombstone is read without the lock, as put reads the announcement queue: a resume
+        # found no checkpoint, so its thread's tombstone was there before this put, and the engine decides under it.
+        resumes = (
+            parent_id is None
+            and thread_id in self.store.tombstones.records
+            and interrupts.resumes_input(checkpoint, metadata)
+        )
+        try:
+            self.store.put_checkpoint(thread_id, namespace, record, blobs, root, resumes)
+        except ResumeRefusedError as error:
+            raise interrupts.lost(error, log=False) from None
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": record.checkpoint_id}
         }
@@ -570,7 +605,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
-        self.store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        try:
+            self.store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+        except ResumeRefusedError as error:
+            raise interrupts.lost(error, log=True) from None
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread with all its namespaces, checkpoints, writes and blobs.
@@ -647,7 +685,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """Async ``get_tuple``; deserializes large checkpoints in a worker thread."""
         thread_id, namespace, checkpoint_id = locate(config)
         view = self.store.get(thread_id, namespace, checkpoint_id)
-        return None if view is None else await self._decode(view)
+        if view is None:
+            if self.config.dropped_thread_quarantine_seconds:
+                self._admit_run(config, thread_id, namespace, checkpoint_id)
+            return None
+        return await self._decode(view)
 
     @announcing.announces_async
     async def alist(
@@ -730,6 +772,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     _copy_thread = announcing.unannounced(copy_thread)
 
     # --- internals ----------------------------------------------------------------------------------
+
+    def _admit_run(self, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
+        """After a read found nothing, with ``dropped_thread_quarantine_seconds``: a run's first read of a thread
+        in quarantine fails there, before any node of the run runs (its first write would be refused anyway,
+        but a node could fail first and its error would hide the refusal)."""
+        if interrupts.starts_run(config, namespace, checkpoint_id):
+            self.store.admit_run(thread_id)
 
     def _delta_histories(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, ChannelHistory]:
         thread_id, namespace, checkpoint_id = locate(config)

@@ -651,11 +651,35 @@ def _create(
             )
     else:
         saver = BoundedInMemorySaver(config=config)
+    logger.info("a memory-only saver (no durable tier: a thread it drops is lost): %s", _effective_settings(config))
     if _metrics_available():
         from langgraph.checkpoint.bounded.metrics import register_metrics
 
         register_metrics(saver)
     return saver
+
+
+def _effective_settings(config: InMemoryCheckpointConfig) -> str:
+    """Every setting of ``config`` as ``field=value``, as the start-up log line shows them: what took effect,
+    defaults included, whichever variables set them. The snapshot key is never shown, only whether it is set.
+
+    Runtime complexity: O(fields).
+    """
+    shown = []
+    for field in fields(config):
+        value = getattr(config, field.name)
+        if field.name == "snapshot_key":
+            text = "none" if value is None else "set"
+        elif callable(value):
+            text = f"{getattr(value, '__module__', '?')}:{getattr(value, '__qualname__', type(value).__name__)}"
+        elif isinstance(value, float) and math.isinf(value):
+            text = "inf"
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = f"{value:_}" if float(value).is_integer() and abs(value) >= 10_000 else f"{value:g}"
+        else:
+            text = "none" if value is None else str(value)
+        shown.append(f"{field.name}={text}")
+    return ", ".join(shown)
 
 
 def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> TieredSaver:

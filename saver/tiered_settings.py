@@ -132,12 +132,12 @@ def check_arguments(
         if reason is not None:
             raise ValueError(f"conditional_writes=True: {reason}")
     settings = Settings(
-        write,  # type: ignore[arg-type]
-        coherence,  # type: ignore[arg-type]
+        write,
+        coherence,
         float(flush_interval_seconds),  # type: ignore[arg-type]
         max_dirty_bytes,  # type: ignore[arg-type]
         float(max_dirty_seconds),  # type: ignore[arg-type]
-        oversize,  # type: ignore[arg-type]
+        oversize,
         conditional_writes,
     )
     return checked, settings

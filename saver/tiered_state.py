@@ -16,7 +16,7 @@ the hot store for those paths, with its lock held.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -108,7 +108,9 @@ def read_stats(shared: Shared) -> TieredStats:
     Runtime complexity: O(1) (plus one entry per limit that rejected something).
     """
     counters, health, dirty = shared.counters, shared.health, shared.dirty
-    hot = shared.hot.stats()
+    # The hot tier keeps a dropped thread's tombstone only between a drop and the next write (its capacity
+    # of 1 is internal: the thread is durable, nothing is lost), so it remembers none a user can ask about.
+    hot = replace(shared.hot.stats(), dropped_thread_records=0, dropped_thread_record_bytes=0)
     with shared.hot.store.exclusive():
         return TieredStats(
             hot=hot,

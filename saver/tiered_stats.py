@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .engine.stats import render_rows, size_text
 from .saver import SaverStats
 from .tiered_settings import Coherence, WriteMode
 
@@ -97,6 +98,51 @@ class TieredStats:
     unstorable_writes: int
     last_unstorable: str | None
     rejections: Mapping[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """The readable form: the tiered saver's lines, then the hot tier's, indented (``repr()`` keeps the
+        dataclass's one-line form). Runtime complexity: O(L) for L limits that rejected something.
+        """
+        last = f" (last: {self.last_durable_error})" if self.last_durable_error else ""
+        rows = [
+            ("tiers", f"write={self.write}, coherence={self.coherence}"),
+            (
+                "reads",
+                f"{self.hits:,} hits, {self.misses:,} misses, {self.flight_waits:,} waits on another's miss, "
+                f"{self.admissions:,} admissions",
+            ),
+            (
+                "dirty",
+                f"{self.dirty_threads:,} threads, {size_text(self.dirty_bytes)} of max_dirty_bytes "
+                f"{size_text(self.max_dirty_bytes)}",
+            ),
+            (
+                "dirty age",
+                f"the oldest {self.oldest_dirty_seconds:.3g} s of max_dirty_seconds {self.max_dirty_seconds:.3g}",
+            ),
+            (
+                "flushes",
+                f"{self.flushes:,} ({self.flushed_writes:,} writes, {self.flush_seconds:.3g} s), "
+                f"{self.flush_failures:,} failed; {self.spills:,} spills ({self.spill_seconds:.3g} s)",
+            ),
+            ("backpressure", f"{self.backpressure_waits:,} waits ({self.backpressure_seconds:.3g} s)"),
+            ("durable", f"{self.durable_calls:,} calls, {self.durable_errors:,} errors{last}"),
+            (
+                "coherence",
+                f"{self.validations:,} checks ({self.validation_seconds:.3g} s), {self.stale:,} stale",
+            ),
+            ("left out", f"{self.left_out:,} hot writes a store-wide limit refused (the thread left memory)"),
+            ("oversize", f"{self.oversize:,} writes past a per-item limit, stored in the durable tier alone"),
+            ("conflicts", f"{self.conflicts:,} conditional puts another process's write refused"),
+            ("unstorable", f"{self.unstorable_threads:,} threads, {self.unstorable_writes:,} writes dropped"),
+            *([("last unstorable", self.last_unstorable)] if self.last_unstorable else []),
+            ("deleted", f"{self.deleted_thread_records:,} deleted threads remembered"),
+            (
+                "rejections",
+                ", ".join(f"{count:,} for {limit}" for limit, count in sorted(self.rejections.items())) or "none",
+            ),
+        ]
+        return f"{render_rows(rows)}\nhot tier:\n{render_rows(self.hot.rows(), indent='  ')}"
 
 
 @dataclass

@@ -43,7 +43,7 @@ def space(store: Store) -> Any:
 
 
 def remember_past_capacity(store: Store) -> None:
-    record = DroppedThread("extra", "max_threads", 2, 0.0, None)
+    record = DroppedThread("extra", "max_threads", 2, 0.0, None, 0.0)
     store.tombstones.records["extra"] = record
     store.tombstones.nbytes += record.nbytes
     store.tombstones.capacity = 1
@@ -137,7 +137,7 @@ def _empty(namespace: Any) -> None:
 
 def _queue_without_hook(store: Store) -> None:
     store.announcements.hook = None
-    store.announcements.queue_drop(DroppedThread("x", "max_threads", 1, 0.0, None), None, 0)  # type: ignore[arg-type]
+    store.announcements.queue_drop(DroppedThread("x", "max_threads", 1, 0.0, None, 0.0), None, 0)  # type: ignore[arg-type]
 
 
 def _limit(store: Store, **limits: float) -> None:

@@ -28,6 +28,7 @@ from langgraph.checkpoint.bounded import (
     CheckpointCapacityError,
     CheckpointRefusedError,
     InMemoryCheckpointConfig,
+    InterruptLostError,
     ThreadEvictedError,
 )
 from langgraph.checkpoint.bounded.engine.eviction import EXPIRY_BUDGET
@@ -335,8 +336,10 @@ def test_a_resume_of_an_evicted_interrupted_thread_can_be_checked_first() -> Non
     app.invoke({"log": ["other"]}, {"configurable": {"thread_id": "other"}})  # evicts "review"
     dropped = saver.dropped_thread("review")
     assert dropped is not None and dropped.limit == "max_threads"
-    result = app.invoke(Command(resume="yes"), {"configurable": {"thread_id": "review"}})
-    assert "__interrupt__" in result  # what LangGraph does: a fresh run that asks again, the answer lost
+    # LangGraph would start a fresh run that asks again, the answer lost; the saver refuses that resume
+    with pytest.raises(InterruptLostError, match="cannot resume thread 'review'"):
+        app.invoke(Command(resume="yes"), {"configurable": {"thread_id": "review"}})
+    assert saver.store.thread_ids() == ["other"]  # nothing stored for it, and "other" not evicted for it
 
 
 # --- 5. every drop delivered or counted -------------------------------------------------------------------------

@@ -198,8 +198,23 @@ async def test_twice_max_threads_concurrent_threads_evict_and_the_metrics_say_so
     assert len(gone) >= MAX_THREADS
     record = await client.threads.get(gone[0])  # the server's record still shows the interrupt it saw last...
     assert record["status"] == "interrupted" and record["interrupts"]
-    with pytest.raises(Exception, match="TypeError"):  # ...which cannot be resumed: no checkpoint holds it
+    held = {thread_id for (thread_id, _), state in zip(outcomes, states, strict=True) if state["values"]}
+    before_resume = server.metrics()
+    # ...which cannot be resumed: no checkpoint holds it. The saver refuses the resume LangGraph starts
+    # afresh, so it stores nothing and evicts no thread that waits; the run itself ends in LangGraph's own
+    # TypeError (its __start__ node fails on the server's command first), and the refusal is in the log.
+    with pytest.raises(Exception, match="TypeError"):
         await client.runs.wait(gone[0], "agent", command={"resume": "yes"})
+    assert (await client.threads.get_state(gone[0]))["values"] == {}
+    after_resume = server.metrics()
+    for name, labels in (
+        ("langgraph_checkpoint_bounded_evictions_total", {"reason": "max_threads"}),
+        ("langgraph_checkpoint_bounded_threads", {}),
+    ):
+        assert sample(after_resume, name, **labels) == sample(before_resume, name, **labels), name
+    for thread_id in held:  # every thread that waited still waits
+        assert (await client.threads.get_state(thread_id))["tasks"][0]["interrupts"], thread_id
+    assert f"cannot resume thread '{gone[0]}'" in server.process.log()
     again = await run_to_interrupt(client, gone[0], "back again")
     assert again["messages"] == ["back again", "draft of back again"]
 
@@ -220,6 +235,42 @@ async def test_the_store_survives_a_server_restart_through_its_autosave_file(ser
     done = await client.runs.wait(thread_id, "agent", command={"resume": "yes"})
     assert done["approved"] is True
     assert "restored" in server.process.log()
+
+
+async def test_with_a_quarantine_a_resume_of_an_evicted_thread_ends_with_the_saver_s_error(
+    tmp_path: Path,
+) -> None:
+    """``BOUNDED_SAVER_DROPPED_THREAD_QUARANTINE_SECONDS``: the run is refused at its first read, before
+    LangGraph's own start fails, so it ends with the saver's error; and the start-up line says so."""
+    quarantined = AgentServer(
+        example_copy(tmp_path / "app"), {"BOUNDED_SAVER_DROPPED_THREAD_QUARANTINE_SECONDS": "600"}
+    )
+    try:
+        quarantined.start()
+        client = quarantined.client()
+        waiting = [(await client.threads.create())["thread_id"] for _ in range(MAX_THREADS + 1)]
+        for index, thread_id in enumerate(waiting):  # one at a time: the first is the one evicted
+            await run_to_interrupt(client, thread_id, f"user {index}")
+        evicted, held = waiting[0], waiting[1:]
+        assert (await client.threads.get_state(evicted))["values"] == {}
+        before = quarantined.metrics()
+        # The client sees the error's type; the server shows messages of a few builtin types only, and logs it.
+        with pytest.raises(Exception, match="ThreadQuarantinedError"):
+            await client.runs.wait(evicted, "agent", command={"resume": "yes"})
+        refusals = [line for line in quarantined.process.log().splitlines() if f"thread '{evicted}'" in line]
+        assert refusals and "ThreadQuarantinedError" in refusals[0], quarantined.process.log()[-5_000:]
+        assert "max_threads=4" in refusals[0] and " UTC" in refusals[0] and "was not applied" in refusals[0]
+        after = quarantined.metrics()
+        evictions = "langgraph_checkpoint_bounded_evictions_total"
+        assert sample(after, evictions, reason="max_threads") == sample(before, evictions, reason="max_threads")
+        assert (await client.threads.get_state(evicted))["values"] == {}
+        for thread_id in held:
+            assert (await client.threads.get_state(thread_id))["tasks"][0]["interrupts"], thread_id
+        log = quarantined.process.log()
+        assert "memory-only saver" in log and "max_threads=4" in log
+        assert "dropped_thread_quarantine_seconds=600" in log
+    finally:
+        quarantined.process.stop()
 
 
 def test_a_bad_variable_stops_the_server_at_start_up_naming_it(tmp_path: Path) -> None:
