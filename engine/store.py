@@ -659,6 +659,29 @@ class Store(State):
             writes = None if space is None else space.writes.get(checkpoint_id)
             return 0 if writes is None else len(writes)
 
+    def absent_writes(
+        self, thread_id: str, namespace: str, checkpoint_id: str, records: Sequence[WriteRecord]
+    ) -> builtins.list[WriteRecord]:
+        """The records whose ``(task_id, idx)`` the checkpoint does not hold yet, each key's first in the batch.
+
+        For a layer over a store whose rule keeps the first write of a key in a batch that mixes regular and
+        special channels (SQL savers insert such a batch only where absent), where this store's ``put_writes``
+        overwrites a special channel's. Expires nothing and marks no thread as used.
+        Runtime complexity: O(len(records)).
+        """
+        with self.lock:
+            thread = self.threads.get(thread_id)
+            space = None if thread is None else thread.namespaces.get(namespace)
+            held = (None if space is None else space.writes.get(checkpoint_id)) or {}
+            seen: set[tuple[str, int]] = set()
+            absent = []
+            for record in records:
+                key = (record.task_id, record.idx)
+                if key not in held and key not in seen:
+                    seen.add(key)
+                    absent.append(record)
+            return absent
+
     def holds_checkpoint(self, thread_id: str, namespace: str, checkpoint_id: str) -> bool:
         """Whether the store holds the checkpoint. Expires nothing and marks no thread as used.
 

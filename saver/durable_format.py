@@ -142,11 +142,15 @@ class DurableFormat:
         exact: Whether ``exact_writes`` reads a write's index and task path (else admitted writes are ordered as
             the saver returned them, their paths invented).
         tables: Whether ``newest`` reads the saver's tables (else the coherence check is a ``get_tuple``).
+        first_write_wins: Whether, in a batch of writes mixing regular and special channels, the saver keeps a
+            key's first write where one is held already (SQL ``INSERT ... DO NOTHING``), where ``InMemorySaver``
+            overwrites a special channel's.
     """
 
     kind: Kind = "other"
     exact = False
     tables = False
+    first_write_wins = False
 
     def normalize_metadata(self, config: RunnableConfig, metadata: CheckpointMetadata) -> CheckpointMetadata:
         """The metadata as the durable saver will read it back (merged with the config's, as every saver does).
@@ -265,6 +269,7 @@ class SqliteFormat(DurableFormat):
     kind: Kind = "sqlite"
     exact = True
     tables = True
+    first_write_wins = True
 
     def normalize_metadata(self, config: RunnableConfig, metadata: CheckpointMetadata) -> CheckpointMetadata:
         if not isinstance(metadata, Mapping):
@@ -394,6 +399,7 @@ class PostgresFormat(DurableFormat):
     kind: Kind = "postgres"
     exact = True
     tables = True
+    first_write_wins = True
 
     def normalize_metadata(self, config: RunnableConfig, metadata: CheckpointMetadata) -> CheckpointMetadata:
         if not isinstance(metadata, Mapping):

@@ -50,9 +50,8 @@ KNOWN_EMPTY_BOUND = 4_096
 INEXACT_BOUND = 4_096
 """Checkpoints remembered as holding writes admitted with made-up indexes and paths, the oldest forgotten first."""
 
-CEILINGS_BOUND = 4_096
-"""Namespaces remembered as holding a checkpoint id above one a write was refused memory for, the oldest forgotten
-first."""
+CEILINGS_BOUND = 16_384
+"""Namespaces whose greatest durable checkpoint id is remembered, the least recently written forgotten first."""
 
 SWEEP_FLOOR = 1_024
 """Entries of stored lives kept before the first sweep of those whose thread left memory."""
@@ -123,9 +122,9 @@ class ResidencyLedger:
         self.entries: dict[str, Residency] = {}
         self.empty: OrderedDict[str, None] = OrderedDict()  # the entries not stored, oldest first
         self.sweep_at = SWEEP_FLOOR
-        # (thread, namespace) to an id the durable tier holds there, above a checkpoint kept out of memory because
-        # its id sorts below its parent's (a clock behind, or stepped back): the writes after it, whose ids sort
-        # below that one too, stay out of memory as well
+        # (thread, namespace) to the greatest checkpoint id this process saw the durable tier hold there (written or
+        # admitted), outliving the thread's hot copy: a put starting a new hot copy must sort above it to become
+        # the hot latest (a clock behind, or stepped back, makes ids that sort below)
         self.ceilings: OrderedDict[tuple[str, str], str] = OrderedDict()
         # (thread, namespace, checkpoint) whose pending writes a read-through admitted with made-up indexes and
         # task paths (a durable saver whose tables are not read): a later write to it is not kept hot
@@ -145,14 +144,14 @@ class ResidencyLedger:
         return self.inexact.pop((thread_id, namespace, checkpoint_id), False) is None
 
     def ceiling(self, thread_id: str, namespace: str) -> str | None:
-        """An id the durable tier holds in the namespace above the ids of writes kept out of memory, if known.
+        """The greatest checkpoint id this process saw the durable tier hold in the namespace, if remembered.
 
         Runtime complexity: O(1).
         """
         return self.ceilings.get((thread_id, namespace)) if self.ceilings else None
 
     def raise_ceiling(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
-        """The durable tier holds ``checkpoint_id`` in the namespace, above a write kept out of memory.
+        """The durable tier holds ``checkpoint_id`` in the namespace (a write of it, or a read that found it).
 
         Runtime complexity: O(1) amortized.
         """

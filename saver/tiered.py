@@ -208,6 +208,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
         self._shared = shared
         self._tiers = Tiers(shared, DurableTier(durable, shared.health), self.serde, config)
+        shared.first_write_wins = self._tiers.durable.format.first_write_wins
         if write == "back":
             tiered_flush.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()

@@ -280,6 +280,7 @@ def _admit(
         if not _store_admitted(shared, thread_id, namespace, admission):
             return
         shared.counters.admissions += 1
+        shared.residency.raise_ceiling(thread_id, namespace, admission.record.checkpoint_id)
         if checkpoint_id is None:
             if not was_alive:
                 shared.residency.forget(thread_id)  # found in the durable tier: not empty after all

@@ -54,6 +54,7 @@ class Shared:
         self.max_dirty_bytes = settings.max_dirty_bytes
         self.max_dirty_seconds = settings.max_dirty_seconds
         self.clock = clock  # monotonic seconds: the hot tier's expiry and the age of unflushed writes
+        self.first_write_wins = False  # the durable saver keeps a mixed batch's first write of a key (SQL savers)
         self.age_retry_at = 0.0  # the monotonic time before which the age of unflushed writes presses no write
         self.unstorable = UnstorableThreads(capacity)
         self.residency = ResidencyLedger()

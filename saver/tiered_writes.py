@@ -114,10 +114,10 @@ def _stays_latest(
 ) -> bool:
     """Whether the hot tier may store the checkpoint and keep its latest of the namespace the durable tier's
     latest (lock held): a namespace already hot (the engine's latest is the greatest id, as the durable tier's
-    is), one the durable tier is known not to have, or a checkpoint newer than its parent and than any id the
-    durable tier was seen to hold above a write kept out of memory. A checkpoint whose id sorts below its
-    parent's (a clock behind, or stepped back) would be the hot latest while the durable tier's is the parent:
-    it stays out of memory, and so do the writes after it until their ids pass the parent's.
+    is), one the durable tier is known not to have, or a checkpoint newer than its parent and than the greatest
+    id this process saw the durable tier hold there (``ResidencyLedger.ceiling``). A checkpoint whose id sorts
+    below those (a clock behind, or stepped back) would be the hot latest while the durable tier's is another:
+    it stays out of memory, and reads go to the durable tier.
 
     Runtime complexity: O(1).
     """
@@ -126,15 +126,11 @@ def _stays_latest(
     entry = shared.residency.lookup(thread_id, was_alive)
     if entry is not None and entry.all_namespaces and namespace not in entry.floors:
         return True
-    residency = shared.residency
-    ceiling = residency.ceiling(thread_id, namespace)
-    if ceiling is not None and record.checkpoint_id <= ceiling:
+    ceiling = shared.residency.ceiling(thread_id, namespace)
+    if ceiling is not None and record.checkpoint_id < ceiling:
         return False
     parent_id = record.parent_id
-    if parent_id is not None and record.checkpoint_id <= parent_id:
-        residency.raise_ceiling(thread_id, namespace, parent_id)
-        return False
-    return True
+    return parent_id is None or record.checkpoint_id > parent_id
 
 
 def _complete(
@@ -183,7 +179,9 @@ def through_put(
         shared.marks.move(thread_id)
         lost = _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id)
         shared.early.settled(thread_id, namespace, record.checkpoint_id)
-        if lost or not _stays_latest(shared, store, thread_id, namespace, record, was_alive):
+        stays = _stays_latest(shared, store, thread_id, namespace, record, was_alive)
+        shared.residency.raise_ceiling(thread_id, namespace, record.checkpoint_id)  # the durable tier holds it
+        if lost or not stays:
             _leave_out(shared, thread_id, record.checkpoint_id)
             return
         try:
@@ -212,10 +210,12 @@ def through_put_writes(
         if shared.residency.is_inexact(thread_id, namespace, checkpoint_id):
             _leave_out(shared, thread_id, None)  # ordered among made-up paths, they could read back otherwise
             return
+        kept = _kept(shared, store, thread_id, namespace, checkpoint_id, records)
         if not store.holds_checkpoint(thread_id, namespace, checkpoint_id):
-            shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
+            shared.early.arrived(thread_id, namespace, checkpoint_id, len(kept))
         try:
-            store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+            if kept:
+                store.put_writes(thread_id, namespace, checkpoint_id, kept, root)
         except CheckpointCapacityError as error:
             _leave_out(shared, thread_id, None, error.limit)
             return
@@ -223,6 +223,23 @@ def through_put_writes(
             _leave_out(shared, thread_id, None)
             return
         _note_writes(shared, thread_id, was_alive, churn)
+
+
+def _kept(
+    shared: Shared, store: Store, thread_id: str, namespace: str, checkpoint_id: str, records: Sequence[WriteRecord]
+) -> Sequence[WriteRecord]:
+    """The writes of a batch the durable saver keeps (lock held): all of them, but for a SQL saver given a batch
+    mixing regular and special channels, which it inserts only where ``(task_id, idx)`` is absent (the first of
+    a key wins), where the engine, as ``InMemorySaver``, overwrites a special channel's write.
+
+    Runtime complexity: O(len(records)).
+    """
+    if not shared.first_write_wins or not records:
+        return records
+    special = [record.idx < 0 for record in records]
+    if all(special) or not any(special):
+        return records
+    return store.absent_writes(thread_id, namespace, checkpoint_id, records)
 
 
 def _leave_out(shared: Shared, thread_id: str, checkpoint_id: str | None, limit: str | None = None) -> None:
@@ -273,6 +290,7 @@ def back_put(
             return Fallback(None)  # through_put settles it
         if not _stays_latest(shared, store, thread_id, namespace, record, was_alive):
             return Fallback(None)  # through_put leaves the thread out of memory
+        shared.residency.raise_ceiling(thread_id, namespace, record.checkpoint_id)  # the ledger holds it
         try:
             complete = _complete(store, thread_id, namespace, record, blobs, encode_missing, was_alive)
             store.put_checkpoint(thread_id, namespace, record, complete, root)
@@ -322,14 +340,16 @@ def back_put_writes(
         if shared.residency.inexact and (thread_id, namespace, checkpoint_id) in shared.residency.inexact:
             return Fallback(None)  # through_put_writes leaves the thread out of memory
         early = not store.holds_checkpoint(thread_id, namespace, checkpoint_id)
+        kept = _kept(shared, store, thread_id, namespace, checkpoint_id, records)
         try:
-            store.put_writes(thread_id, namespace, checkpoint_id, records, root)
+            if kept:
+                store.put_writes(thread_id, namespace, checkpoint_id, kept, root)
         except CheckpointCapacityError as error:
             if error.limit in PER_ITEM_LIMITS and shared.oversize == "refuse":
                 raise
             return Fallback(error)  # written through instead: through_put_writes counts them if early
         if early:
-            shared.early.arrived(thread_id, namespace, checkpoint_id, len(records))
+            shared.early.arrived(thread_id, namespace, checkpoint_id, len(kept))
         shared.marks.move(thread_id)
         if records:
             item = DirtyWrites(namespace, checkpoint_id, task_id, task_path, tuple(records), batch_bytes(records))

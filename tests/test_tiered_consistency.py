@@ -506,3 +506,48 @@ def test_validate_sees_a_pending_write_another_process_replaced(
     hits = reader.stats().hits
     assert reader.get_tuple(config("t")).pending_writes == durable.get_tuple(config("t")).pending_writes  # type: ignore[union-attr]
     assert reader.stats().hits == hits + 1  # unchanged since it was read back: served from memory
+
+
+# --- a UI polling state while runs go on ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_ui_polling_state_while_runs_go_on_never_makes_a_run_lose_a_step(
+    db: Path, monkeypatch: pytest.MonkeyPatch, write: str, use_async: bool
+) -> None:
+    """Every scenario three copies at once over a hot tier of one thread, while another OS thread reads every
+    thread's state as fast as it can (a UI polling get_state): each run answers as on the stock saver. Before the
+    single-flight fix, a read that began before a run's write and landed after it was shared with the run's own
+    next read, and a resumed approval lost its last step."""
+    from tests import graphs
+    from tests.test_tiered import INTERLEAVED_SCENARIOS, interleaved_thread, run, run_interleaved
+
+    monkeypatch.setattr(graphs, "thread", interleaved_thread)
+    expected = {
+        name: run(name, StockSaver(), use_async=use_async, durability="async") for name in INTERLEAVED_SCENARIOS
+    }
+    tiered = TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)  # type: ignore[arg-type]
+    done = threading.Event()
+    polls = [0]
+
+    def poll() -> None:
+        while not done.is_set():
+            for name in INTERLEAVED_SCENARIOS:
+                for copy in range(3):
+                    tiered.get_tuple({"configurable": {"thread_id": f"{name}-{copy}"}})
+                    polls[0] += 1
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        found = run_interleaved(tiered, use_async=use_async, durability="async", copies=3)
+    finally:
+        done.set()
+        poller.join(WAIT)
+    assert polls[0] > 0
+    for (name, copy), trace in sorted(found.items()):
+        assert trace == expected[name], f"{name}, copy {copy}"
+    tiered.flush()
+    tiered.check()
+    tiered.close()
