@@ -292,16 +292,27 @@ def _admit(
 
 def _store_admitted(shared: Shared, thread_id: str, namespace: str, admission: Admission) -> bool:
     """Store an admitted checkpoint and its writes (lock held); on a refusal the thread leaves memory
-    (it could hold the checkpoint without its writes) unless it has unflushed writes. Writes admitted with
+    (it could hold the checkpoint without its writes) unless it has unflushed writes. Nothing is admitted
+    over writes the hot tier took for a checkpoint it did not hold: under a key the durable tier already
+    held, it kept its own write (a regular write is kept once), so the two cannot be merged. Writes admitted with
     made-up indexes and paths are noted (``ResidencyLedger.inexact``): a later write to their checkpoint
     leaves the thread out of memory rather than be ordered among them differently than the durable tier does.
 
     Runtime complexity: that of ``Store.put_checkpoint`` and of ``Store.put_writes`` per task.
     """
     store = shared.hot.store
+    checkpoint_id = admission.record.checkpoint_id
+    if store.held_writes(thread_id, namespace, checkpoint_id) and not store.holds_checkpoint(
+        thread_id, namespace, checkpoint_id
+    ):
+        # writes reached the hot tier for a checkpoint it did not hold: the durable tier may have kept others
+        # under their keys (a regular write is kept once), so the hot copy cannot be trusted to merge them
+        if not shared.dirty.is_dirty(thread_id):
+            store.delete_thread(thread_id)
+        shared.residency.forget(thread_id)
+        return False
     store.forget_tombstone(thread_id)
     churn = store.pruned_count()
-    checkpoint_id = admission.record.checkpoint_id
     try:
         store.put_checkpoint(thread_id, namespace, admission.record, admission.blobs, None)
         for task_writes in admission.writes:
