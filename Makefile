@@ -18,7 +18,7 @@ BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=
 # added or removed needs the tree made again: `make install` does it whenever the list of files changed.
 PACKAGE_FILES := $(VENV)/.package-files
 install: $(STAMP)
-	@ls saver/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
+	@ls saver/*.py saver/tiered/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
 	@cmp -s $(PACKAGE_FILES).now $(PACKAGE_FILES) || { \
 		$(BIN)/python -m pip install --quiet --no-deps -e . --config-settings editable_mode=strict && \
 		mv $(PACKAGE_FILES).now $(PACKAGE_FILES); }

@@ -43,7 +43,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from tiered import ServerUnavailable, postgres, postgres_saver
 from workload import require_this_checkout
 
-from langgraph.checkpoint.bounded.conditional import put_if_newest
+from langgraph.checkpoint.bounded.tiered.conditional import put_if_newest
 
 require_this_checkout()
 

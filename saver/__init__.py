@@ -19,7 +19,6 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .conditional import CheckpointConflictError
     from .config import InMemoryCheckpointConfig
     from .engine import (
         CheckpointCapacityError,
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
-    from .tiered import ThreadDeletedError, TieredSaver, TieredStats, UnstorableWriteError
+    from .tiered import CheckpointConflictError, ThreadDeletedError, TieredSaver, TieredStats, UnstorableWriteError
     from .transfer import copy_threads
 
 try:
@@ -45,7 +44,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 _EXPORTS = {
     "BoundedInMemorySaver": ".saver",
     "CheckpointCapacityError": ".engine",
-    "CheckpointConflictError": ".conditional",
+    "CheckpointConflictError": ".tiered",
     "CheckpointRefusedError": ".engine",
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",

@@ -39,8 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, cast
 
-from .engine import Store
-from .engine.hooks import Announcements, delivering
+from .engine import Announcements, Store, delivering
 
 __all__ = [
     "TURN_WAIT_SECONDS",

@@ -23,9 +23,16 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .engine import Blob, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
-from .engine.identifiers import check_record_version
-from .engine.records import make_checkpoint_record, make_write_record
+from .engine import (
+    Blob,
+    ChannelHistory,
+    CheckpointRecord,
+    CheckpointView,
+    WriteRecord,
+    identifiers,
+    make_checkpoint_record,
+    make_write_record,
+)
 
 __all__ = [
     "DELTA_COUNTERS_KEY",
@@ -89,7 +96,7 @@ def encode_checkpoint(
         checkpoint_type, checkpoint_data = dumps(skeleton)
     except TypeError:
         for channel, version in channel_versions.items():  # a version no serializer holds: say which
-            check_record_version(channel, version)
+            identifiers.check_record_version(channel, version)
         raise
     try:
         metadata_type, metadata_data = dumps(merged)

@@ -6,8 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .engine import KIB, DroppedThread, StoreLimits, ThreadExport
-from .engine.limits import MAX_WHOLE
+from .engine import KIB, MAX_WHOLE, DroppedThread, StoreLimits, ThreadExport
 from .snapshot import SnapshotKey, signing_key
 
 __all__ = [

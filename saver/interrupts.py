@@ -30,8 +30,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from .engine import ResumeRefusedError
-from .engine.errors import dropped_how
+from .engine import ResumeRefusedError, dropped_how
 
 __all__ = [
     "ANSWER_CHANNELS",

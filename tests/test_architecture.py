@@ -1,9 +1,14 @@
 """The architecture's rules, read from the source with ``ast``.
 
-* Imports run one way: no cycle among the modules of ``engine/`` or of ``saver/``, imports under
-  ``TYPE_CHECKING`` included, and the engine's modules sit in the layers the README draws, each
-  importing only from layers below it.
+Three rooms: ``engine/`` (bytes and ids), ``saver/`` (the memory saver, serving, metrics, snapshots) and
+``saver/tiered/`` (the hot tier over a durable saver).
+
+* Imports run one way: no cycle among the modules of any room, imports under ``TYPE_CHECKING``
+  included, and the engine's and the tiered package's modules sit in the layers the architecture page
+  draws, each importing only from layers below it.
 * The engine never imports LangGraph (or LangChain): it knows bytes and ids.
+* ``saver/`` (the tiered package included) uses the engine only through ``engine/__init__``.
+* The memory saver never imports the tiered package: only serving, metrics and the package's exports may.
 * Only ``engine/store.py`` takes the store's lock.
 """
 
@@ -15,7 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"engine": ROOT / "engine", "saver": ROOT / "saver"}
+PACKAGES = {"engine": ROOT / "engine", "saver": ROOT / "saver", "tiered": ROOT / "saver" / "tiered"}
+ABSOLUTE = {"engine": "langgraph.checkpoint.bounded.engine.", "saver": "langgraph.checkpoint.bounded.", "tiered": ""}
 
 ENGINE_LAYERS = [
     {"__init__"},  # the package's exports
@@ -33,20 +39,45 @@ ENGINE_LAYERS = [
 ]
 
 
+TIERED_LAYERS = [
+    {"__init__"},  # the package's exports
+    {"saver"},  # the public face: TieredSaver, whose methods choose a path
+    {"removal", "read_through"},  # paths through both tiers
+    {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
+    {"state"},  # what every with_allowlist() copy shares
+    {"stats"},
+    {"settings"},
+    {"conditional"},  # conditional puts on the durable saver
+    {"durable"},  # the durable saver, called on either side
+    {"durable_format", "pools", "writeback", "residency", "coordination"},  # leaves
+]
+MAY_IMPORT_TIERED = {"__init__", "serving", "metrics", "cli"}  # saver/ modules that are not the memory saver
+
+
+def imported_names(path: Path) -> list[tuple[int, str]]:
+    """``(level, dotted module)`` for every import of ``path`` (``from . import x`` gives ``(1, "x")``),
+    ``TYPE_CHECKING`` blocks included."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.module:
+                found.append((node.level, node.module))
+            else:
+                found += [(node.level, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+    return found
+
+
 def local_imports(path: Path, package: str) -> set[str]:
     """The modules of the same package that ``path`` imports, ``TYPE_CHECKING`` blocks included."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:  # from .x import y, or from . import x
-                if node.module:
-                    found.add(node.module.split(".")[0])
-                else:
-                    found.update(alias.name for alias in node.names)
-            elif node.level == 0 and node.module and node.module.startswith("langgraph.checkpoint.bounded."):
-                rest = node.module.removeprefix("langgraph.checkpoint.bounded.").split(".")
-                if package == "saver" and rest[0] != "engine":
-                    found.add(rest[0])
+    prefix = ABSOLUTE[package]
+    for level, module in imported_names(path):
+        if level == 1:  # from .x import y, or from . import x
+            found.add(module.split(".")[0])
+        elif level == 0 and prefix and module.startswith(prefix):
+            found.add(module.removeprefix(prefix).split(".")[0])
     return found
 
 
@@ -97,15 +128,59 @@ def test_every_engine_module_has_a_layer() -> None:
     assert {path.stem for path in PACKAGES["engine"].glob("*.py")} == placed
 
 
-def test_engine_imports_only_from_lower_layers() -> None:
-    layer = {module: depth for depth, modules in enumerate(ENGINE_LAYERS) for module in modules}
+def test_every_tiered_module_has_a_layer() -> None:
+    placed = set().union(*TIERED_LAYERS)
+    assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} == placed
+
+
+@pytest.mark.parametrize(("package", "layers"), [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS)])
+def test_modules_import_only_from_lower_layers(package: str, layers: list[set[str]]) -> None:
+    layer = {module: depth for depth, modules in enumerate(layers) for module in modules}
     upward = [
         f"{module} imports {imported}"
-        for module, imported_modules in import_graph("engine").items()
+        for module, imported_modules in import_graph(package).items()
         for imported in imported_modules
         if layer[imported] <= layer[module]
     ]
     assert upward == []
+
+
+def saver_modules() -> list[tuple[str, Path]]:
+    """Every module of ``saver/`` and of ``saver/tiered/``, with the package it is in."""
+    return [(package, path) for package in ("saver", "tiered") for path in sorted(PACKAGES[package].glob("*.py"))]
+
+
+def test_the_saver_uses_the_engine_only_through_its_exports() -> None:
+    offenders = []
+    for package, path in saver_modules():
+        engine_level = 1 if package == "saver" else 2
+        for level, module in imported_names(path):
+            reaching = (level == engine_level and module.startswith("engine.")) or module.startswith(
+                "langgraph.checkpoint.bounded.engine."
+            )
+            if reaching:
+                offenders.append(f"{package}/{path.name}: {module}")
+    assert offenders == []
+
+
+def test_the_memory_saver_never_imports_the_tiered_package() -> None:
+    offenders = [
+        f"{path.name}: {module}"
+        for path in sorted(PACKAGES["saver"].glob("*.py"))
+        if path.stem not in MAY_IMPORT_TIERED
+        for level, module in imported_names(path)
+        if (level == 1 and module.split(".")[0] == "tiered")
+        or module.startswith("langgraph.checkpoint.bounded.tiered")
+    ]
+    assert offenders == []
+
+
+def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
+    """The readers above see the imports they must refuse."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from .engine.records import BlobKey\nfrom . import tiered\nfrom ..engine.store import Store\n")
+    assert (1, "engine.records") in imported_names(probe) and (1, "tiered") in imported_names(probe)
+    assert (2, "engine.store") in imported_names(probe)
 
 
 def test_the_engine_never_imports_langgraph() -> None:
@@ -140,7 +215,7 @@ def test_the_saver_never_takes_the_store_s_lock_itself() -> None:
     store.py stays the one module that takes it."""
     offenders = [
         f"{path.name}:{node.lineno}"
-        for path in PACKAGES["saver"].glob("*.py")
+        for _, path in saver_modules()
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute)
         and node.attr == "lock"

@@ -56,13 +56,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver
-from langgraph.checkpoint.bounded.conditional import (
+from langgraph.checkpoint.bounded.tiered.conditional import (
     CheckpointConflictError,
     aput_if_newest,
     conditional_support,
     put_if_newest,
 )
-from langgraph.checkpoint.bounded.durable import DurableSideError
+from langgraph.checkpoint.bounded.tiered.durable import DurableSideError
 from tests.test_tiered_support import PostgresCluster, running_cluster, set_up
 
 T = TypeVar("T")

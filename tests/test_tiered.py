@@ -32,7 +32,7 @@ from langgraph.checkpoint.bounded import (
     ThreadDeletedError,
     TieredSaver,
 )
-from langgraph.checkpoint.bounded.durable import DurableSideError
+from langgraph.checkpoint.bounded.tiered.durable import DurableSideError
 from tests import graphs
 from tests.graphs import (
     SCENARIOS,
@@ -898,7 +898,7 @@ def test_settings_are_checked_naming_them(db: Path) -> None:
 
 
 def test_what_is_known_of_threads_that_left_memory_stays_bounded() -> None:
-    from langgraph.checkpoint.bounded.residency import SWEEP_FLOOR
+    from langgraph.checkpoint.bounded.tiered.residency import SWEEP_FLOOR
 
     tiered = TieredSaver(StockSaver(), config=InMemoryCheckpointConfig(max_threads=2))
     for index in range(3 * SWEEP_FLOOR):

@@ -26,7 +26,8 @@ from typing import Any, ParamSpec, TypeVar
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, pools
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded.tiered import pools
 from tests.helpers import config, make_checkpoint
 from tests.test_tiered_support import ControlledSqlite, sqlite_durable
 

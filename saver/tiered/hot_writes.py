@@ -33,7 +33,7 @@ holds fewer is not kept hot (``_early_writes_lost``): the thread is read from
 the durable tier, which has them.
 
 Each hot-tier step runs in one hold of the hot store's lock, with what it tells
-``saver.residency`` about the thread's copy.
+``tiered.residency`` about the thread's copy.
 """
 
 from __future__ import annotations
@@ -46,13 +46,21 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ..engine import (
+    Blob,
+    BlobKey,
+    CheckpointCapacityError,
+    CheckpointRecord,
+    Store,
+    WriteRecord,
+    identifiers,
+    payload_size,
+)
+from ..locations import locate
 from . import conditional
 from .coordination import ThreadDeletedError, UnstorableWriteError
-from .engine import Blob, CheckpointCapacityError, CheckpointRecord, Store, WriteRecord, identifiers
-from .engine.records import BlobKey, payload_size
-from .locations import locate
-from .tiered_settings import PER_ITEM_LIMITS
-from .tiered_state import Shared, Tiers, alive, count_rejection, sweep
+from .settings import PER_ITEM_LIMITS
+from .state import Shared, Tiers, alive, count_rejection, sweep
 from .writeback import DirtyCheckpoint, DirtyWrites
 
 __all__ = [
@@ -541,7 +549,7 @@ def put_if_newest(
     Raises:
         CheckpointConflictError: Another process wrote the namespace since; nothing was written.
 
-    Runtime complexity: the durable put plus its check (``saver.conditional``).
+    Runtime complexity: the durable put plus its check (``tiered.conditional``).
     """
     thread_id, namespace, parent_id = locate(config)
     expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)

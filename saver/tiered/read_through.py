@@ -1,6 +1,6 @@
 """``TieredSaver``'s misses: one durable read per key, and admission of what it read into the hot tier.
 
-A read the hot tier cannot answer (``tiered_reads``) comes here. The thread's
+A read the hot tier cannot answer (``hot_reads``) comes here. The thread's
 unflushed writes are flushed first (write-back), so the durable tier has them.
 Concurrent misses on one key make one durable read (``flown``, over
 ``coordination.Flights``); the others wait for it. What the read found is
@@ -28,14 +28,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointTuple, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import codec
-from .engine import Blob, CheckpointCapacityError, CheckpointRecord, WriteRecord
-from .engine.records import BlobKey
-from .locations import checkpoint_id_of, configurable
+from .. import codec
+from ..engine import Blob, BlobKey, CheckpointCapacityError, CheckpointRecord, WriteRecord
+from ..locations import checkpoint_id_of, configurable
+from .flushing import adeliver, aflush_thread, deliver, flush_thread
+from .hot_reads import ListRequest
 from .residency import COMPLETE
-from .tiered_flush import adeliver, aflush_thread, deliver, flush_thread
-from .tiered_reads import ListRequest
-from .tiered_state import Shared, Tiers, alive, sweep
+from .state import Shared, Tiers, alive, sweep
 
 __all__ = [
     "Admission",

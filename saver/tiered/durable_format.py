@@ -56,7 +56,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .engine import WriteRecord
+from ..engine import WriteRecord
 
 __all__ = [
     "DurableFormat",

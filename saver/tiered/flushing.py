@@ -1,7 +1,7 @@
 """Write-back's flushing: unflushed writes on their way to the durable tier, and what waits for them.
 
 With ``write="back"`` every write lands in the hot tier and in the ledger of
-unflushed writes (``saver.writeback``). This module moves them on:
+unflushed writes (``tiered.writeback``). This module moves them on:
 
 * ``flush_thread`` replays one thread's unflushed writes, oldest first, through
   the durable saver's ``put`` / ``put_writes``, holding the thread's gate shared
@@ -37,11 +37,11 @@ import logging
 import time
 import weakref
 
-from . import announcing
-from .engine import CheckpointCapacityError
+from .. import announcing
+from ..engine import CheckpointCapacityError
 from .pools import in_jobs_pool
-from .tiered_settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
-from .tiered_state import Shared, Tiers, count_rejection
+from .settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
+from .state import Shared, Tiers, count_rejection
 from .writeback import POISON_STRIKES, DirtyCheckpoint, DirtyItem, replay
 
 __all__ = [

@@ -4,9 +4,9 @@
 counters, the background job), so that ``with_allowlist()``'s shallow copies
 share it, as LangGraph requires. ``Tiers`` is one saver object's handle: the
 shared state with that object's own durable tier and serializer (a copy's
-allowlist differs). The paths of the tiered saver (``tiered_reads``,
-``tiered_read_through``, ``tiered_writes``, ``tiered_flush``,
-``tiered_removal``) are plain functions of a ``Tiers``, or of a ``Shared``
+allowlist differs). The paths of the tiered saver (``hot_reads``,
+``read_through``, ``hot_writes``, ``flushing``,
+``removal``) are plain functions of a ``Tiers``, or of a ``Shared``
 where they need nothing else.
 
 ``read_stats`` reads the counters for ``stats()``; the helpers at the bottom read
@@ -21,15 +21,15 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .background import JobHealth, Periodic
-from .config import InMemoryCheckpointConfig
+from ..background import JobHealth, Periodic
+from ..config import InMemoryCheckpointConfig
+from ..engine import DroppedThread, Store, ThreadExport
+from ..saver import BoundedInMemorySaver
 from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
-from .engine import DroppedThread, Store, ThreadExport
 from .residency import EarlyWrites, ResidencyLedger
-from .saver import BoundedInMemorySaver
-from .tiered_settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
-from .tiered_stats import Counters, TieredStats
+from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
+from .stats import Counters, TieredStats
 from .writeback import DirtyLedger
 
 __all__ = ["Shared", "Tiers", "alive", "count_rejection", "read_stats", "sweep"]

@@ -1,60 +1,5 @@
-"""``TieredSaver``: the bounded store as a hot tier over a durable LangGraph saver.
-
-The hot tier is the engine with every limit it has; the durable tier (any
-``BaseCheckpointSaver``: ``SqliteSaver``, ``PostgresSaver``, their async
-variants, ``RedisSaver``...) holds everything. A thread leaving memory is not a
-loss: it is still durable, and the next read brings it back.
-
-* ``write="through"`` (the default): ``put`` and ``put_writes`` return once
-  the durable tier has acknowledged the write; then the hot tier holds it too.
-  Per-item checks (identifiers, ``max_checkpoint_bytes``,
-  ``max_pending_write_bytes``, deleted threads) come first, so a refused write
-  is written nowhere; a durable failure raises and leaves the hot tier as it
-  was. Store-wide limits never refuse a write: a hot write they refuse leaves
-  that thread out of memory.
-* ``write="back"``: writes land in the hot tier and in a ledger of unflushed
-  writes (``saver.writeback``), flushed to the durable tier oldest first, parents
-  first: when the thread is evicted (before its unflushed writes leave
-  memory), every ``flush_interval_seconds``, on ``flush()`` and on
-  ``close()``. ``max_dirty_bytes`` bounds what waits: a write that would pass it
-  flushes first, and if the durable tier is down it is refused with a
-  ``CheckpointCapacityError`` naming the durable failure. A crash loses at most
-  what was written since the last flush.
-* Reads: a hot hit is served from memory. A miss reads the durable tier (one
-  read per key however many callers miss at once: ``coordination.Flights``) and
-  admits what it read. The hot tier holds a recent suffix of each namespace
-  (``saver.residency``); a read it cannot answer completely (``list()`` past the
-  resident part, a delta-channel walk past it, a checkpoint id it lacks) goes
-  to the durable tier.
-* ``delete_thread``, ``delete_for_runs``, ``copy_thread`` and ``prune`` act on
-  both tiers, with the durable saver's own method where it has one and
-  emulated through its API where it has not (``saver.durable``). A deleted
-  thread never comes back from a pending flush, a late write or a read-through.
-* No durable round trip happens with the engine's lock held: other threads'
-  hot reads and writes never wait behind the network.
-* Several processes, one durable tier: each process's hot tier is its own. By
-  default one process serves a thread at a time (sticky routing).
-  ``coherence="validate"`` makes every read without a checkpoint id first ask
-  the durable tier for the namespace's newest checkpoint id (one indexed query
-  for SQLite and PostgreSQL) and read through when the hot copy is stale.
-
-Where each part lives (this module is the public face: each method chooses a
-path and the modules below carry it out):
-
-* ``tiered_settings``: the modes, their defaults, the checks of the arguments;
-* ``tiered_stats``: ``TieredStats`` and the counters behind it;
-* ``tiered_state``: the state every ``with_allowlist()`` copy shares, and one
-  copy's handle on both tiers (``Tiers``), which the modules below take;
-* ``tiered_reads``: what the hot tier answers alone (and the coherence check);
-* ``tiered_read_through``: misses, one durable read per key, and admission;
-* ``tiered_writes``: the hot tier's side of writes (through and back) and the
-  checks that refuse a write before anything is written;
-* ``tiered_flush``: write-back's flushes, backpressure, spills, delivery;
-* ``tiered_removal``: deletions, copies and pruning, durable tier first;
-* ``writeback``, ``residency``, ``coordination``, ``durable``: the ledger of
-  unflushed writes, what a hot copy holds, how callers keep out of each
-  other's way, and the durable saver called on either side.
-"""
+"""``TieredSaver``: the class users hold. Each method chooses a path; the modules beside this one carry it out
+(the package's docstring says which does what)."""
 
 from __future__ import annotations
 
@@ -74,19 +19,19 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from . import codec, tiered_flush, tiered_read_through, tiered_reads, tiered_removal, tiered_writes
-from .background import Periodic, Resumable
+from .. import codec
+from ..background import Periodic, Resumable
+from ..config import InMemoryCheckpointConfig
+from ..engine import Blob, BlobKey, CheckpointRecord, Store
+from ..locations import channel_names, locate, normalize_ids, root_checkpoint_of
+from ..offload import rough_size
+from ..saver import PRUNE_STRATEGIES, BoundedInMemorySaver
+from . import flushing, hot_reads, hot_writes, read_through, removal
 from .conditional import CheckpointConflictError
-from .config import InMemoryCheckpointConfig
 from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
-from .engine import Blob, CheckpointRecord, Store
-from .engine.records import BlobKey
-from .locations import channel_names, locate, normalize_ids, root_checkpoint_of
-from .offload import rough_size
 from .pools import in_jobs_pool
-from .saver import PRUNE_STRATEGIES, BoundedInMemorySaver
-from .tiered_settings import (
+from .settings import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_MAX_DIRTY_BYTES,
@@ -98,8 +43,8 @@ from .tiered_settings import (
     WriteMode,
     check_arguments,
 )
-from .tiered_state import Shared, Tiers, read_stats
-from .tiered_stats import TieredStats
+from .state import Shared, Tiers, read_stats
+from .stats import TieredStats
 
 __all__ = [
     "COHERENCE_MODES",
@@ -156,7 +101,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             process wrote since this one last read or wrote it raises ``CheckpointConflictError`` (naming the
             thread; nothing written; the stale hot copy leaves memory) instead of forking the thread in
             silence. Needs ``write="through"`` and a SQLite or PostgreSQL durable saver (the check and the put
-            are one transaction: ``saver.conditional`` says what it costs).
+            are one transaction: ``tiered.conditional`` says what it costs).
         clock: Monotonic seconds for the hot tier's idle expiry and the age of unflushed writes (tests inject one).
 
     Raises:
@@ -210,7 +155,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         self._tiers = Tiers(shared, DurableTier(durable, shared.health), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
         if write == "back":
-            tiered_flush.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
+            flushing.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()
 
     # --- properties -----------------------------------------------------------------------------------------
@@ -271,7 +216,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         shared.background.append(
             Periodic(
                 self._tiers,
-                tiered_flush.flush_in_background,
+                flushing.flush_in_background,
                 self.flush_interval_seconds,
                 "tiered-write-back-flush",
                 health=shared.flush_health,
@@ -291,15 +236,15 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         Runtime complexity: one flush of every dirty thread.
         """
         self._stop_background()
-        tiered_flush.deliver(self._tiers)
-        tiered_flush.flush_all(self._tiers)
+        flushing.deliver(self._tiers)
+        flushing.flush_all(self._tiers)
 
     async def aclose(self) -> None:
         """Async ``close``: the background threads are stopped from the saver's own jobs pool, and the last
         flush awaits the durable tier. Runtime complexity: that of ``close``."""
         await in_jobs_pool(self._stop_background)
-        await tiered_flush.adeliver(self._tiers)
-        await tiered_flush.aflush_all(self._tiers)
+        await flushing.adeliver(self._tiers)
+        await flushing.aflush_all(self._tiers)
 
     def _stop_background(self) -> None:
         """Stop the periodic flush and the hot tier's own background work (waiting for a run under way)."""
@@ -318,16 +263,16 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         Runtime complexity: one durable write per unflushed checkpoint or write batch.
         """
-        return tiered_flush.flush_all(self._tiers)
+        return flushing.flush_all(self._tiers)
 
     async def aflush(self) -> int:
         """Async ``flush``: each write awaits the durable tier. Runtime complexity: that of ``flush``."""
-        return await tiered_flush.aflush_all(self._tiers)
+        return await flushing.aflush_all(self._tiers)
 
     # --- observation ---------------------------------------------------------------------------------------------
 
     def stats(self) -> TieredStats:
-        """The hot tier's counters and the tiered saver's own (``tiered_state.read_stats``).
+        """The hot tier's counters and the tiered saver's own (``state.read_stats``).
 
         Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """
@@ -355,7 +300,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         clone._tiers = Tiers(self._shared, durable, clone.serde, self.config)
         clone._source = self  # type: ignore[attr-defined]  # the periodic flush holds this saver's tiers weakly
         if self._shared.write == "back":
-            tiered_flush.flush_at_exit_later(clone._tiers)
+            flushing.flush_at_exit_later(clone._tiers)
         return clone
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -365,7 +310,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """
         return str(self._tiers.durable.saver.get_next_version(current, channel))
 
-    # --- reads: the hot tier first (tiered_reads), else the durable tier (tiered_read_through) --------------------
+    # --- reads: the hot tier first (hot_reads), else the durable tier (read_through) --------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint a config names, or the latest of its thread and namespace.
@@ -378,14 +323,14 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         thread_id, namespace, checkpoint_id = locate(config)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
-            newest = tiered_reads.measured_newest(tiers, thread_id, namespace)
-        view, known = tiered_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
-        tiered_flush.deliver(tiers)
+            newest = hot_reads.measured_newest(tiers, thread_id, namespace)
+        view, known = hot_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
+        flushing.deliver(tiers)
         if view is not None:
             return codec.decode_view(self.serde, view)
         if known:
             return None
-        return tiered_read_through.read_tuple(tiers, config, thread_id, namespace, checkpoint_id)
+        return read_through.read_tuple(tiers, config, thread_id, namespace, checkpoint_id)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``: the durable tier's async side, large payloads decoded in a worker thread."""
@@ -393,14 +338,14 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         thread_id, namespace, checkpoint_id = locate(config)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
-            newest = await tiered_reads.ameasured_newest(tiers, thread_id, namespace)
-        view, known = tiered_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
-        await tiered_flush.adeliver(tiers)
+            newest = await hot_reads.ameasured_newest(tiers, thread_id, namespace)
+        view, known = hot_reads.hot_get(tiers, thread_id, namespace, checkpoint_id, newest)
+        await flushing.adeliver(tiers)
         if view is not None:
-            return await tiered_reads.decode(tiers, view)
+            return await hot_reads.decode(tiers, view)
         if known:
             return None
-        return await tiered_read_through.aread_tuple(tiers, config, thread_id, namespace, checkpoint_id)
+        return await read_through.aread_tuple(tiers, config, thread_id, namespace, checkpoint_id)
 
     def list(
         self,
@@ -427,17 +372,17 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tier, its ``list`` plus encoding what is admitted.
         """
         tiers = self._tiers
-        request = tiered_reads.list_request(config, filter, before, limit)
+        request = hot_reads.list_request(config, filter, before, limit)
         if request.config is None:
-            tiered_flush.flush_all(tiers)
+            flushing.flush_all(tiers)
             yield from tiers.durable.list(None, filter=filter, before=before, limit=limit)
             return
-        answer = tiered_reads.hot_list(tiers, request)
-        tiered_flush.deliver(tiers)
+        answer = hot_reads.hot_list(tiers, request)
+        flushing.deliver(tiers)
         if answer is not None:
             yield from answer
             return
-        yield from tiered_read_through.read_list(tiers, request)
+        yield from read_through.read_list(tiers, request)
 
     async def alist(
         self,
@@ -449,16 +394,16 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list``."""
         tiers = self._tiers
-        request = tiered_reads.list_request(config, filter, before, limit)
+        request = hot_reads.list_request(config, filter, before, limit)
         if request.config is None:
-            await tiered_flush.aflush_all(tiers)
+            await flushing.aflush_all(tiers)
             for item in await tiers.durable.alist(None, filter=filter, before=before, limit=limit):
                 yield item
             return
-        answer = tiered_reads.hot_list(tiers, request)
-        await tiered_flush.adeliver(tiers)
+        answer = hot_reads.hot_list(tiers, request)
+        await flushing.adeliver(tiers)
         if answer is None:
-            answer = await tiered_read_through.aread_list(tiers, request)
+            answer = await read_through.aread_list(tiers, request)
         for item in answer:
             yield item
 
@@ -481,16 +426,16 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         thread_id, namespace, checkpoint_id = locate(config)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
-            newest = tiered_reads.measured_newest(tiers, thread_id, namespace)
-        histories = tiered_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
-        tiered_flush.deliver(tiers)
+            newest = hot_reads.measured_newest(tiers, thread_id, namespace)
+        histories = hot_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
+        flushing.deliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
         mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
-        tiered_flush.flush_thread(tiers, thread_id)
+        flushing.flush_thread(tiers, thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
         read = lambda: tiers.durable.call("get_delta_channel_history", config=config, channels=names)  # noqa: E731
-        return cast(Mapping[str, DeltaChannelHistory], tiered_read_through.flown(tiers.shared, key, read))
+        return cast(Mapping[str, DeltaChannelHistory], read_through.flown(tiers.shared, key, read))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -503,18 +448,18 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         thread_id, namespace, checkpoint_id = locate(config)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
-            newest = await tiered_reads.ameasured_newest(tiers, thread_id, namespace)
-        histories = tiered_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
-        await tiered_flush.adeliver(tiers)
+            newest = await hot_reads.ameasured_newest(tiers, thread_id, namespace)
+        histories = hot_reads.hot_delta(tiers, thread_id, namespace, checkpoint_id, names, newest)
+        await flushing.adeliver(tiers)
         if histories is not None:
             return codec.decode_histories(self.serde, histories)
         mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
-        await tiered_flush.aflush_thread(tiers, thread_id)
+        await flushing.aflush_thread(tiers, thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
         read = lambda: tiers.durable.acall("get_delta_channel_history", config=config, channels=names)  # noqa: E731
-        return cast(Mapping[str, DeltaChannelHistory], await tiered_read_through.aflown(tiers.shared, key, read))
+        return cast(Mapping[str, DeltaChannelHistory], await read_through.aflown(tiers.shared, key, read))
 
-    # --- writes: back into memory and the ledger (tiered_flush makes room), or through, durable first ----------
+    # --- writes: back into memory and the ledger (flushing makes room), or through, durable first ----------
 
     def put(
         self,
@@ -546,24 +491,24 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         record, blobs = codec.encode_checkpoint(
             self.serde, config, checkpoint, stored_metadata, new_versions, parent_id
         )
-        missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
+        missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
-        if shared.write == "back" and tiered_flush.dirty_room(tiers, thread_id, tiered_writes.added(record, blobs)):
-            fallback = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
-            tiered_flush.deliver(tiers)
+        if shared.write == "back" and flushing.dirty_room(tiers, thread_id, hot_writes.added(record, blobs)):
+            fallback = hot_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
+            flushing.deliver(tiers)
             if fallback is None:
-                return tiered_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            tiered_flush.flush_thread(tiers, thread_id, fallback.refusal)
+                return hot_writes.stored_config(thread_id, namespace, record.checkpoint_id)
+            flushing.flush_thread(tiers, thread_id, fallback.refusal)
         else:
-            tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
+            hot_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         with shared.gates.sharing(thread_id):
-            tiered_writes.refuse_deleted(shared, thread_id, parent_id)
+            hot_writes.refuse_deleted(shared, thread_id, parent_id)
             if shared.conditional_writes:
-                stored = tiered_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
+                stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
                 stored = tiers.durable.call("put", config, checkpoint, metadata, new_versions)
-            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
-        tiered_flush.deliver(tiers)
+            hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
+        flushing.deliver(tiers)
         return stored
 
     async def aput(
@@ -585,26 +530,24 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         large = rough_size(values[channel] for channel in new_versions if channel in values)
         record, blobs = await in_jobs_pool(encode) if large > self.config.async_offload_bytes else encode()
-        missing = functools.partial(tiered_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
+        missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
-        if shared.write == "back" and await tiered_flush.adirty_room(
-            tiers, thread_id, tiered_writes.added(record, blobs)
-        ):
-            fallback = tiered_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
-            await tiered_flush.adeliver(tiers)
+        if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, hot_writes.added(record, blobs)):
+            fallback = hot_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
+            await flushing.adeliver(tiers)
             if fallback is None:
-                return tiered_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            await tiered_flush.aflush_thread(tiers, thread_id, fallback.refusal)
+                return hot_writes.stored_config(thread_id, namespace, record.checkpoint_id)
+            await flushing.aflush_thread(tiers, thread_id, fallback.refusal)
         else:
-            tiered_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
+            hot_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
         async with shared.gates.asharing(thread_id):
-            tiered_writes.refuse_deleted(shared, thread_id, parent_id)
+            hot_writes.refuse_deleted(shared, thread_id, parent_id)
             if shared.conditional_writes:
-                stored = await tiered_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
+                stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
                 stored = await tiers.durable.acall("put", config, checkpoint, metadata, new_versions)
-            tiered_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
-        await tiered_flush.adeliver(tiers)
+            hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
+        await flushing.adeliver(tiers)
         return stored
 
     def put_writes(
@@ -629,25 +572,25 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """
         tiers = self._tiers
         shared = tiers.shared
-        thread_id, namespace, checkpoint_id = tiered_writes.writes_location(config)
+        thread_id, namespace, checkpoint_id = hot_writes.writes_location(config)
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None
-        batch = tiered_writes.batch_bytes(records)
-        if shared.write == "back" and tiered_flush.dirty_room(tiers, thread_id, batch):
-            fallback = tiered_writes.back_put_writes(
+        batch = hot_writes.batch_bytes(records)
+        if shared.write == "back" and flushing.dirty_room(tiers, thread_id, batch):
+            fallback = hot_writes.back_put_writes(
                 shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
             )
-            tiered_flush.deliver(tiers)
+            flushing.deliver(tiers)
             if fallback is None:
                 return
-            tiered_flush.flush_thread(tiers, thread_id, fallback.refusal)
+            flushing.flush_thread(tiers, thread_id, fallback.refusal)
         else:
-            tiered_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
+            hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         with shared.gates.sharing(thread_id):
-            tiered_writes.refuse_deleted(shared, thread_id, checkpoint_id)
+            hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
             tiers.durable.call("put_writes", config, writes, task_id, task_path)
-            tiered_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
-        tiered_flush.deliver(tiers)
+            hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
+        flushing.deliver(tiers)
 
     async def aput_writes(
         self,
@@ -659,29 +602,29 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """Async ``put_writes``: the durable tier's async side; large writes serialized in a worker thread."""
         tiers = self._tiers
         shared = tiers.shared
-        thread_id, namespace, checkpoint_id = tiered_writes.writes_location(config)
+        thread_id, namespace, checkpoint_id = hot_writes.writes_location(config)
         pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
         if rough_size(pairs) > self.config.async_offload_bytes:
             records = await in_jobs_pool(lambda: codec.encode_writes(self.serde, writes, task_id, task_path))
         else:
             records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None
-        batch = tiered_writes.batch_bytes(records)
-        if shared.write == "back" and await tiered_flush.adirty_room(tiers, thread_id, batch):
-            fallback = tiered_writes.back_put_writes(
+        batch = hot_writes.batch_bytes(records)
+        if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, batch):
+            fallback = hot_writes.back_put_writes(
                 shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
             )
-            await tiered_flush.adeliver(tiers)
+            await flushing.adeliver(tiers)
             if fallback is None:
                 return
-            await tiered_flush.aflush_thread(tiers, thread_id, fallback.refusal)
+            await flushing.aflush_thread(tiers, thread_id, fallback.refusal)
         else:
-            tiered_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
+            hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         async with shared.gates.asharing(thread_id):
-            tiered_writes.refuse_deleted(shared, thread_id, checkpoint_id)
+            hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
             await tiers.durable.acall("put_writes", config, writes, task_id, task_path)
-            tiered_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
-        await tiered_flush.adeliver(tiers)
+            hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
+        await flushing.adeliver(tiers)
 
     # --- removals and copies ----------------------------------------------------------------------------------
 
@@ -697,11 +640,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         Runtime complexity: two durable round trips (the thread's newest id, the deletion) plus O(runs of
         the thread) in memory.
         """
-        tiered_removal.delete_thread(self._tiers, thread_id)
+        removal.delete_thread(self._tiers, thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``: the durable tier's async side; the waits never block the event loop."""
-        await tiered_removal.adelete_thread(self._tiers, thread_id)
+        await removal.adelete_thread(self._tiers, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) these runs created, in both tiers.
@@ -715,7 +658,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         Runtime complexity: the durable saver's, or a metadata scan of every
         thread plus O(size of the threads holding the runs) round trips.
         """
-        tiered_removal.delete_for_runs(self._tiers, run_ids)
+        removal.delete_for_runs(self._tiers, run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``, in a worker thread of the saver's jobs pool (never the event loop's default
@@ -732,7 +675,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         Runtime complexity: the durable saver's, or O(size of the source) round trips.
         """
-        tiered_removal.copy_thread(self._tiers, source_thread_id, target_thread_id)
+        removal.copy_thread(self._tiers, source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``, in a worker thread of the saver's jobs pool: it copies a whole thread."""
@@ -760,7 +703,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             for thread_id in ids:
                 self.delete_thread(thread_id)
             return
-        tiered_removal.keep_latest(self._tiers, ids)
+        removal.keep_latest(self._tiers, ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``, in a worker thread of the saver's jobs pool: it reads and rewrites whole threads."""

@@ -8,7 +8,7 @@ durable tier has them. A flush replays a thread's writes oldest first (parents
 before children, a checkpoint before the writes that came after it), each
 through the durable saver's public ``put`` / ``put_writes``.
 
-What waits is bounded twice, by the caller (``tiered_flush.dirty_room``), which
+What waits is bounded twice, by the caller (``flushing.dirty_room``), which
 makes room before adding, never queueing past the bounds:
 
 * in bytes (``max_dirty_bytes``): every byte the ledger keeps alive is counted,
@@ -38,8 +38,7 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .engine import CheckpointRecord, Payload, Version, WriteRecord
-from .engine.records import payload_size
+from ..engine import CheckpointRecord, Payload, Version, WriteRecord, payload_size
 
 __all__ = [
     "CLAIM_POLL_SECONDS",

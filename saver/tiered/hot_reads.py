@@ -1,9 +1,9 @@
 """The hot tier's side of ``TieredSaver``'s reads: what it can answer alone, and when it cannot.
 
 Each read first asks the hot tier. It answers from memory when it holds the
-checkpoint, or when what it knows of the thread's copy (``saver.residency``)
+checkpoint, or when what it knows of the thread's copy (``tiered.residency``)
 proves the durable tier holds nothing more; otherwise it says so, and the
-caller reads through (``tiered_read_through``). With ``coherence="validate"`` a
+caller reads through (``read_through``). With ``coherence="validate"`` a
 read without a checkpoint id first compares the hot copy with the durable
 tier's newest (``coherent``); a stale copy leaves memory.
 
@@ -20,12 +20,12 @@ from typing import Any, NamedTuple
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
-from . import codec
+from .. import codec
+from ..engine import CheckpointView
+from ..locations import checkpoint_id_of, configurable, locate, namespace_of
 from .durable_format import Newest
-from .engine import CheckpointView
-from .locations import checkpoint_id_of, configurable, locate, namespace_of
 from .pools import in_jobs_pool
-from .tiered_state import Shared, Tiers
+from .state import Shared, Tiers
 
 __all__ = [
     "UNKNOWN",

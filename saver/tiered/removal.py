@@ -2,7 +2,7 @@
 
 Each operation runs on the durable tier first (with the durable saver's own
 method where it has one, emulated through its API where it has not:
-``saver.durable``), then the hot tier lets go of what it held of the threads
+``tiered.durable``), then the hot tier lets go of what it held of the threads
 touched, which are read again on their next use:
 
 * ``delete_thread`` holds the thread's gate alone (writes and flushes under way
@@ -23,10 +23,10 @@ from collections.abc import Collection, Sequence
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from .engine import Store
-from .locations import configurable, normalize_id, normalize_ids
-from .tiered_flush import flush_all, flush_thread
-from .tiered_state import Shared, Tiers
+from ..engine import Store
+from ..locations import configurable, normalize_id, normalize_ids
+from .flushing import flush_all, flush_thread
+from .state import Shared, Tiers
 
 __all__ = ["adelete_thread", "copy_thread", "delete_for_runs", "delete_thread", "keep_latest"]
 

@@ -14,9 +14,9 @@ from typing import Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..config import InMemoryCheckpointConfig
+from ..engine import MIB
 from .conditional import conditional_support
-from .config import InMemoryCheckpointConfig
-from .engine import MIB
 
 __all__ = [
     "COHERENCE_MODES",

@@ -37,7 +37,7 @@ Why a pool of its own (``pools.durable_pool``), not the event loop's default
 executor: a coroutine may hold a thread's gate (``coordination.ThreadGates``:
 ``adelete_thread`` alone, a write-through ``aput`` shared) across its durable
 call while jobs wait on that gate; the call must never queue behind them
-(``saver.pools`` says more).
+(``tiered.pools`` says more).
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ from typing import Any, TypeVar, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .config import InMemoryCheckpointConfig
+from ..config import InMemoryCheckpointConfig
+from ..engine import StoreLimits, WriteRecord
+from ..locations import configurable
 from .durable_format import Newest, format_of
-from .engine import StoreLimits, WriteRecord
-from .locations import configurable
 from .pools import in_durable_pool
 
 __all__ = [
@@ -457,7 +457,7 @@ def rewrite_thread(
     Not atomic: a crash between the deletion and the last put loses survivors.
     Runtime complexity: O(size of the thread) round trips, and its copy in memory.
     """
-    from .saver import BoundedInMemorySaver
+    from ..saver import BoundedInMemorySaver
 
     everything = tier.list({"configurable": {"thread_id": thread_id}})
     if not everything:

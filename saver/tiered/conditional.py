@@ -83,7 +83,7 @@ linear. ``put_writes`` needs no guard: writes attach to a checkpoint id and neve
 
 Async callers: ``AsyncSqliteSaver`` and ``AsyncPostgresSaver`` are called natively on their own event
 loop (a caller on another loop hands the call to it, as ``durable.DurableTier`` does); a sync saver
-runs on ``pools.durable_pool()``, never the loop's default executor (see ``saver.pools``).
+runs on ``pools.durable_pool()``, never the loop's default executor (see ``tiered.pools``).
 A sync call on an async saver is handed to its loop and waited for (``DURABLE_CALL_SECONDS``); made on
 that loop itself, it raises ``DurableSideError``. ``AsyncPostgresSaver.aput`` itself serializes its
 blobs with ``asyncio.to_thread`` (the default executor), as a plain ``aput`` does: here that happens

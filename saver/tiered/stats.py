@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .engine.stats import render_rows, size_text
-from .saver import SaverStats
-from .tiered_settings import Coherence, WriteMode
+from ..engine import render_rows, size_text
+from ..saver import SaverStats
+from .settings import Coherence, WriteMode
 
 __all__ = ["Counters", "TieredStats"]
 

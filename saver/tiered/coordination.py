@@ -1,6 +1,6 @@
 """How the tiered saver's callers keep out of each other's way, one thread id at a time.
 
-Five small pieces, each with one invariant, used by ``TieredSaver`` (``saver.tiered``
+Five small pieces, each with one invariant, used by ``TieredSaver`` (``tiered.saver``
 and its ``tiered_*`` modules):
 
 * ``DeletedThreads``: tombstones of deleted threads, so that a late write (of a

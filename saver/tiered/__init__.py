@@ -1,0 +1,79 @@
+"""``TieredSaver``: the bounded store as a hot tier over a durable LangGraph saver.
+
+The hot tier is the engine with every limit it has; the durable tier (any
+``BaseCheckpointSaver``: ``SqliteSaver``, ``PostgresSaver``, their async
+variants, ``RedisSaver``...) holds everything. A thread leaving memory is not a
+loss: it is still durable, and the next read brings it back.
+
+* ``write="through"`` (the default): ``put`` and ``put_writes`` return once
+  the durable tier has acknowledged the write; then the hot tier holds it too.
+  Checks about the write alone (identifiers, metadata the durable saver cannot
+  store, deleted threads) come first, so a refused write is written nowhere; a
+  durable failure raises and leaves the hot tier as it was. No hot limit
+  refuses what the durable tier takes: the thread leaves memory instead.
+* ``write="back"``: writes land in the hot tier and in a ledger of unflushed
+  writes (``writeback``), flushed to the durable tier oldest first, parents
+  first, bounded in bytes (``max_dirty_bytes``) and in age
+  (``max_dirty_seconds``): a write that would pass either flushes first.
+* Reads: a hot hit is served from memory; a miss reads the durable tier (one
+  read per key for callers no write came between) and admits what it read, as
+  the durable saver stores it (``durable_format``).
+* Removals act on both tiers; a deleted thread never comes back.
+* No durable round trip happens with the engine's lock held, and no work goes
+  to an event loop's default executor (``pools``).
+* Several processes, one durable tier: sticky routing by default;
+  ``coherence="validate"`` checks each read; ``conditional_writes`` refuses a
+  put another process's write made stale (``conditional``).
+
+The modules, from the public face down (imports run one way):
+
+* ``saver``: ``TieredSaver``, whose methods choose a path;
+* ``removal``: deletions, copies and pruning, durable tier first;
+* ``read_through``: misses, one durable read per key, and admission;
+* ``hot_reads``: what the hot tier answers alone, and the coherence check;
+* ``hot_writes``: the hot tier's side of writes, the checks that refuse a
+  write before anything is written, and conditional puts;
+* ``flushing``: write-back's flushes, backpressure, spills and delivery;
+* ``state``: the state every ``with_allowlist()`` copy shares (``Shared``) and
+  one copy's handle on both tiers (``Tiers``);
+* ``settings``, ``stats``: the modes and their checks; ``TieredStats``;
+* ``writeback``, ``residency``, ``coordination``: the ledger of unflushed
+  writes, what a hot copy holds, how callers keep out of each other's way;
+* ``durable``, ``durable_format``, ``conditional``, ``pools``: the durable
+  saver called on either side, how each one stores and answers, conditional
+  puts, and the saver's own worker pools.
+"""
+
+from .saver import (
+    COHERENCE_MODES,
+    DEFAULT_FLUSH_INTERVAL_SECONDS,
+    DEFAULT_MAX_DIRTY_BYTES,
+    OVERSIZE_MODES,
+    PER_ITEM_LIMITS,
+    WRITE_MODES,
+    CheckpointConflictError,
+    Coherence,
+    Oversize,
+    ThreadDeletedError,
+    TieredSaver,
+    TieredStats,
+    UnstorableWriteError,
+    WriteMode,
+)
+
+__all__ = [
+    "COHERENCE_MODES",
+    "DEFAULT_FLUSH_INTERVAL_SECONDS",
+    "DEFAULT_MAX_DIRTY_BYTES",
+    "OVERSIZE_MODES",
+    "PER_ITEM_LIMITS",
+    "WRITE_MODES",
+    "CheckpointConflictError",
+    "Coherence",
+    "Oversize",
+    "ThreadDeletedError",
+    "TieredSaver",
+    "TieredStats",
+    "UnstorableWriteError",
+    "WriteMode",
+]
