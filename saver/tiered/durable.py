@@ -45,13 +45,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 
 from ..config import InMemoryCheckpointConfig
 from ..engine import StoreLimits, WriteRecord
@@ -191,7 +198,7 @@ class DurableTier:
 
     # --- the two sides -----------------------------------------------------------------------------------
 
-    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call ``method`` on the sync side. Runtime complexity: the durable saver's.
 
         Raises:
@@ -217,7 +224,7 @@ class DurableTier:
             raise DurableSideError(f"the event loop {self.name} was made on is closed: it cannot be called")
         return asyncio.run_coroutine_threadsafe(coroutine, loop).result(self.timeout)
 
-    async def acall(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+    async def _acall(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call ``method`` on the async side, never blocking the caller's loop. Runtime complexity: the saver's.
 
         Raises:
@@ -247,11 +254,65 @@ class DurableTier:
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The durable saver's ``get_tuple``."""
-        return cast(CheckpointTuple | None, self.call("get_tuple", config))
+        return cast(CheckpointTuple | None, self._call("get_tuple", config))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The durable saver's ``aget_tuple`` (or ``get_tuple`` in a worker thread)."""
-        return cast(CheckpointTuple | None, await self.acall("get_tuple", config))
+        return cast(CheckpointTuple | None, await self._acall("get_tuple", config))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The durable saver's ``put``."""
+        return cast(RunnableConfig, self._call("put", config, checkpoint, metadata, new_versions))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The durable saver's ``aput`` (or ``put`` in the durable pool)."""
+        return cast(RunnableConfig, await self._acall("put", config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """The durable saver's ``put_writes``."""
+        self._call("put_writes", config, writes, task_id, task_path)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """The durable saver's ``aput_writes`` (or ``put_writes`` in the durable pool)."""
+        await self._acall("put_writes", config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """The durable saver's ``delete_thread``."""
+        self._call("delete_thread", thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """The durable saver's ``adelete_thread`` (or ``delete_thread`` in the durable pool)."""
+        await self._acall("delete_thread", thread_id)
+
+    def get_delta_channel_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The durable saver's ``get_delta_channel_history`` (its own fast path where it has one)."""
+        history = self._call("get_delta_channel_history", config=config, channels=channels)
+        return cast(Mapping[str, DeltaChannelHistory], history)
+
+    async def aget_delta_channel_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The durable saver's ``aget_delta_channel_history``."""
+        history = await self._acall("get_delta_channel_history", config=config, channels=channels)
+        return cast(Mapping[str, DeltaChannelHistory], history)
 
     def list(self, config: RunnableConfig | None, **criteria: Any) -> builtins.list[CheckpointTuple]:
         """The durable saver's ``list``, read whole (its cursor and lock are released before it returns).
@@ -353,7 +414,7 @@ class DurableTier:
         Runtime complexity: O(size of the source) round trips when emulated.
         """
         if self.native["copy_thread"]:
-            self.call("copy_thread", source_id, target_id)
+            self._call("copy_thread", source_id, target_id)
         else:
             copy_thread_through_api(self, source_id, target_id)
 
@@ -369,7 +430,7 @@ class DurableTier:
         """
         if self.native["prune"]:
             try:
-                self.call("prune", list(thread_ids), strategy=strategy)
+                self._call("prune", list(thread_ids), strategy=strategy)
                 return
             except NotImplementedError:
                 pass  # a thread the saver's own rule refuses: the engine's rule keeps its delta chains
@@ -377,7 +438,7 @@ class DurableTier:
             if strategy == "keep_latest":
                 rewrite_thread(self, thread_id, lambda scratch, ids: scratch.prune(ids, strategy="keep_latest"))
             else:
-                self.call("delete_thread", thread_id)
+                self._call("delete_thread", thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> set[str]:
         """Delete the checkpoints of these runs, with the saver's own method or emulated; return the threads
@@ -391,7 +452,7 @@ class DurableTier:
         if not run_ids:
             return set()
         if self.native["delete_for_runs"]:
-            self.call("delete_for_runs", list(run_ids))
+            self._call("delete_for_runs", list(run_ids))
             return set()
         holders = sorted(
             {
@@ -413,11 +474,11 @@ def put_tuple(tier: DurableTier, item: CheckpointTuple, thread_id: str) -> None:
     """Put one checkpoint as a read returned it (every value it holds, its metadata, parent link and
     pending writes, task by task) into ``thread_id`` of the durable tier. Runtime complexity: one round trip
     for the checkpoint, one per task."""
-    _put_copy(lambda method, *args: tier.call(method, *args), item, thread_id)
+    _put_copy(tier, item, thread_id)
 
 
-def _put_copy(call: Callable[..., Any], item: CheckpointTuple, thread_id: str) -> None:
-    """Put a read checkpoint into ``thread_id`` through ``call(method, *args)`` (a saver's ``put``/``put_writes``)."""
+def _put_copy(target_saver: DurableTier | BaseCheckpointSaver[Any], item: CheckpointTuple, thread_id: str) -> None:
+    """Put a read checkpoint into ``thread_id`` through a saver's (or the tier's) ``put`` and ``put_writes``."""
     located = configurable(item.config)
     target: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": located.get("checkpoint_ns", "") or ""}
     if item.parent_config is not None:
@@ -426,12 +487,12 @@ def _put_copy(call: Callable[..., Any], item: CheckpointTuple, thread_id: str) -
     versions = checkpoint.get("channel_versions", {})
     values = checkpoint.get("channel_values", {})
     new_versions = {channel: versions[channel] for channel in values if channel in versions}
-    stored = call("put", {"configurable": target}, checkpoint, dict(item.metadata), new_versions)
+    stored = target_saver.put({"configurable": target}, cast(Checkpoint, checkpoint), dict(item.metadata), new_versions)
     tasks: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in item.pending_writes or []:
         tasks.setdefault(task_id, []).append((channel, value))
     for task_id, writes in tasks.items():
-        call("put_writes", stored, writes, task_id)
+        target_saver.put_writes(stored, writes, task_id)
 
 
 def copy_thread_through_api(tier: DurableTier, source_id: str, target_id: str) -> None:
@@ -464,12 +525,12 @@ def rewrite_thread(
         return False
     scratch = BoundedInMemorySaver(config=_UNBOUNDED, serde=tier.saver.serde)
     for item in _oldest_first(everything):
-        _put_copy(lambda method, *args: getattr(scratch, method)(*args), item, thread_id)
+        _put_copy(scratch, item, thread_id)
     operation(scratch, [thread_id])
     surviving = {_location(item) for item in scratch.list({"configurable": {"thread_id": thread_id}})}
     if len(surviving) == len(everything):
         return False
-    tier.call("delete_thread", thread_id)
+    tier.delete_thread(thread_id)
     for item in _oldest_first(everything):
         if _location(item) in surviving:
             put_tuple(tier, item, thread_id)

@@ -42,7 +42,7 @@ from ..engine import CheckpointCapacityError
 from .pools import in_jobs_pool
 from .settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .state import Shared, Tiers, count_rejection
-from .writeback import POISON_STRIKES, DirtyCheckpoint, DirtyItem, replay
+from .writeback import POISON_STRIKES, CheckpointReplay, DirtyCheckpoint, DirtyItem, Replay, replay
 
 __all__ = [
     "adeliver",
@@ -233,8 +233,7 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
             items = shared.dirty.claim(thread_id)
             try:
                 for item in items:
-                    method, args = replay(item, thread_id, tiers.serde)
-                    tiers.durable.call(method, *args)
+                    _store(tiers, replay(item, thread_id, tiers.serde))
                     flushed += 1
             finally:
                 shared.dirty.release(thread_id, flushed)
@@ -262,10 +261,10 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
             try:
                 for item in items:
                     if _item_bytes(item) > offload:
-                        method, args = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
+                        replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
                     else:
-                        method, args = replay(item, thread_id, tiers.serde)
-                    await tiers.durable.acall(method, *args)
+                        replayed = replay(item, thread_id, tiers.serde)
+                    await _astore(tiers, replayed)
                     flushed += 1
             finally:
                 shared.dirty.release(thread_id, flushed)
@@ -273,6 +272,21 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
         raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
     _flushed(shared, thread_id, refusal, flushed, start)
     return flushed
+
+
+def _store(tiers: Tiers, replayed: Replay) -> None:
+    """Store an unflushed write in the durable tier, through its ``put`` or its ``put_writes``."""
+    if isinstance(replayed, CheckpointReplay):
+        tiers.durable.put(*replayed)
+    else:
+        tiers.durable.put_writes(*replayed)
+
+
+async def _astore(tiers: Tiers, replayed: Replay) -> None:
+    if isinstance(replayed, CheckpointReplay):
+        await tiers.durable.aput(*replayed)
+    else:
+        await tiers.durable.aput_writes(*replayed)
 
 
 def _item_bytes(item: DirtyItem) -> int:

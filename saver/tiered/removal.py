@@ -45,7 +45,7 @@ def delete_thread(tiers: Tiers, thread_id: str) -> None:
     target = normalize_id("thread_id", thread_id)
     with tiers.shared.gates.alone(target):
         newest = tiers.durable.list({"configurable": {"thread_id": target}}, limit=1)
-        tiers.durable.call("delete_thread", target)
+        tiers.durable.delete_thread(target)
         _forget_deleted(tiers.shared, target, newest)
 
 
@@ -61,7 +61,7 @@ async def adelete_thread(tiers: Tiers, thread_id: str) -> None:
     target = normalize_id("thread_id", thread_id)
     async with tiers.shared.gates.aalone(target):
         newest = await tiers.durable.alist({"configurable": {"thread_id": target}}, limit=1)
-        await tiers.durable.acall("delete_thread", target)
+        await tiers.durable.adelete_thread(target)
         _forget_deleted(tiers.shared, target, newest)
 
 

@@ -434,7 +434,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
         flushing.flush_thread(tiers, thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
-        read = lambda: tiers.durable.call("get_delta_channel_history", config=config, channels=names)  # noqa: E731
+        read = lambda: tiers.durable.get_delta_channel_history(config, names)  # noqa: E731
         return cast(Mapping[str, DeltaChannelHistory], read_through.flown(tiers.shared, key, read))
 
     async def aget_delta_channel_history(
@@ -456,7 +456,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         mark = tiers.shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
         await flushing.aflush_thread(tiers, thread_id)
         key = ("delta", thread_id, namespace, checkpoint_id, tuple(names), mark)
-        read = lambda: tiers.durable.acall("get_delta_channel_history", config=config, channels=names)  # noqa: E731
+        read = lambda: tiers.durable.aget_delta_channel_history(config, names)  # noqa: E731
         return cast(Mapping[str, DeltaChannelHistory], await read_through.aflown(tiers.shared, key, read))
 
     # --- writes: back into memory and the ledger (flushing makes room), or through, durable first ----------
@@ -506,7 +506,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             if shared.conditional_writes:
                 stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
-                stored = tiers.durable.call("put", config, checkpoint, metadata, new_versions)
+                stored = tiers.durable.put(config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         flushing.deliver(tiers)
         return stored
@@ -545,7 +545,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             if shared.conditional_writes:
                 stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
-                stored = await tiers.durable.acall("put", config, checkpoint, metadata, new_versions)
+                stored = await tiers.durable.aput(config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         await flushing.adeliver(tiers)
         return stored
@@ -588,7 +588,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         with shared.gates.sharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            tiers.durable.call("put_writes", config, writes, task_id, task_path)
+            tiers.durable.put_writes(config, writes, task_id, task_path)
             hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
         flushing.deliver(tiers)
 
@@ -622,7 +622,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         async with shared.gates.asharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            await tiers.durable.acall("put_writes", config, writes, task_id, task_path)
+            await tiers.durable.aput_writes(config, writes, task_id, task_path)
             hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
         await flushing.adeliver(tiers)
 

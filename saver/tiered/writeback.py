@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..engine import CheckpointRecord, Payload, Version, WriteRecord, payload_size
@@ -48,7 +50,9 @@ __all__ = [
     "DirtyItem",
     "DirtyLedger",
     "DirtyWrites",
+    "CheckpointReplay",
     "Replay",
+    "WritesReplay",
     "refuses_the_data",
     "replay",
 ]
@@ -347,15 +351,30 @@ class DirtyLedger:
         return len(self.threads)
 
 
-class Replay(NamedTuple):
-    """A durable saver's method (``put`` or ``put_writes``) and the arguments that store an unflushed write."""
+class CheckpointReplay(NamedTuple):
+    """The arguments of the durable saver's ``put`` that store an unflushed checkpoint as it was first made."""
 
-    method: str
-    arguments: tuple[Any, ...]
+    config: RunnableConfig
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
+    new_versions: ChannelVersions
+
+
+class WritesReplay(NamedTuple):
+    """The arguments of the durable saver's ``put_writes`` that store an unflushed batch of writes."""
+
+    config: RunnableConfig
+    writes: list[tuple[str, Any]]
+    task_id: str
+    task_path: str
+
+
+Replay = CheckpointReplay | WritesReplay
 
 
 def replay(item: DirtyItem, thread_id: str, serde: SerializerProtocol) -> Replay:
-    """The durable saver's method and arguments that store an unflushed write as it was first made.
+    """The arguments that store an unflushed write as it was first made, through the durable saver's ``put``
+    (``CheckpointReplay``) or ``put_writes`` (``WritesReplay``).
 
     A checkpoint is put with every value it holds, its merged metadata, its
     parent link and the versions its put stored new values for; a batch of
@@ -371,7 +390,7 @@ def replay(item: DirtyItem, thread_id: str, serde: SerializerProtocol) -> Replay
         target: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": item.namespace}
         if record.parent_id is not None:
             target["checkpoint_id"] = record.parent_id
-        return Replay("put", ({"configurable": target}, checkpoint, loads(record.metadata), dict(item.new_versions)))
+        return CheckpointReplay({"configurable": target}, checkpoint, loads(record.metadata), dict(item.new_versions))
     located = {"thread_id": thread_id, "checkpoint_ns": item.namespace, "checkpoint_id": item.checkpoint_id}
     writes = [(write.channel, loads(write.value)) for write in item.writes]
-    return Replay("put_writes", ({"configurable": located}, writes, item.task_id, item.task_path))
+    return WritesReplay({"configurable": located}, writes, item.task_id, item.task_path)
