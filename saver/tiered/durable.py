@@ -487,7 +487,8 @@ def _put_copy(target_saver: DurableTier | BaseCheckpointSaver[Any], item: Checkp
     versions = checkpoint.get("channel_versions", {})
     values = checkpoint.get("channel_values", {})
     new_versions = {channel: versions[channel] for channel in values if channel in versions}
-    stored = target_saver.put({"configurable": target}, cast(Checkpoint, checkpoint), dict(item.metadata), new_versions)
+    metadata = cast(CheckpointMetadata, dict(item.metadata))
+    stored = target_saver.put({"configurable": target}, cast(Checkpoint, checkpoint), metadata, new_versions)
     tasks: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in item.pending_writes or []:
         tasks.setdefault(task_id, []).append((channel, value))
