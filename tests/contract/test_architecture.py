@@ -1,0 +1,227 @@
+"""The architecture's rules, read from the source with ``ast``.
+
+Three rooms: ``engine/`` (bytes and ids), ``saver/`` (the memory saver, serving, metrics, snapshots) and
+``saver/tiered/`` (the hot tier over a durable saver).
+
+* Imports run one way: no cycle among the modules of any room, imports under ``TYPE_CHECKING``
+  included, and the engine's and the tiered package's modules sit in the layers the architecture page
+  draws, each importing only from layers below it.
+* The engine never imports LangGraph (or LangChain): it knows bytes and ids.
+* ``saver/`` (the tiered package included) uses the engine only through ``engine/__init__``.
+* The memory saver never imports the tiered package: only serving, metrics and the package's exports may.
+* Only ``engine/store.py`` takes the store's lock.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import ROOT
+
+PACKAGES = {"engine": ROOT / "engine", "saver": ROOT / "saver", "tiered": ROOT / "saver" / "tiered"}
+ABSOLUTE = {"engine": "langgraph.checkpoint.bounded.engine.", "saver": "langgraph.checkpoint.bounded.", "tiered": ""}
+
+ENGINE_LAYERS = [
+    {"__init__"},  # the package's exports
+    {"store"},  # the door: the only module that takes the lock
+    {"reads", "moves", "removal", "check"},  # cold operations, with the lock held
+    {"eviction"},  # threads leaving for a limit: used by the write paths and by moves
+    {"pruning"},  # pure planners
+    {"lineage"},
+    {"state"},  # the one owner of the store's fields
+    {"hooks"},  # per-thread data and leaves
+    {"export", "memory"},
+    {"identifiers", "thread", "tombstones", "plans"},
+    {"namespace"},
+    {"records", "totals", "limits", "errors", "stats"},
+]
+
+
+TIERED_LAYERS = [
+    {"__init__"},  # the package's exports
+    {"saver"},  # the public face: TieredSaver, whose methods choose a path
+    {"removal", "read_through"},  # paths through both tiers
+    {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
+    {"state"},  # what every with_allowlist() copy shares
+    {"stats"},
+    {"settings"},
+    {"conditional"},  # conditional puts on the durable saver
+    {"durable"},  # the durable saver, called on either side
+    {"durable_format", "pools", "writeback", "residency", "coordination"},  # leaves
+]
+MAY_IMPORT_TIERED = {"__init__", "serving", "metrics", "cli"}  # saver/ modules that are not the memory saver
+
+
+def imported_names(path: Path) -> list[tuple[int, str]]:
+    """``(level, dotted module)`` for every import of ``path`` (``from . import x`` gives ``(1, "x")``),
+    ``TYPE_CHECKING`` blocks included."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.module:
+                found.append((node.level, node.module))
+            else:
+                found += [(node.level, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+    return found
+
+
+def local_imports(path: Path, package: str) -> set[str]:
+    """The modules of the same package that ``path`` imports, ``TYPE_CHECKING`` blocks included."""
+    found: set[str] = set()
+    prefix = ABSOLUTE[package]
+    for level, module in imported_names(path):
+        if level == 1:  # from .x import y, or from . import x
+            found.add(module.split(".")[0])
+        elif level == 0 and prefix and module.startswith(prefix):
+            found.add(module.removeprefix(prefix).split(".")[0])
+    return found
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    folder = PACKAGES[package]
+    modules = {path.stem for path in folder.glob("*.py")}
+    return {path.stem: local_imports(path, package) & modules - {path.stem} for path in folder.glob("*.py")}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph, as the modules along it, or None."""
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str) -> list[str] | None:
+        if module in visiting:
+            return [*visiting[visiting.index(module) :], module]
+        if module in done:
+            return None
+        visiting.append(module)
+        for imported in sorted(graph.get(module, ())):
+            cycle = visit(imported)
+            if cycle:
+                return cycle
+        visiting.pop()
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        cycle = visit(module)
+        if cycle:
+            return cycle
+    return None
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_import_cycle(package: str) -> None:
+    assert find_cycle(import_graph(package)) is None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_engine_module_has_a_layer() -> None:
+    placed = set().union(*ENGINE_LAYERS)
+    assert {path.stem for path in PACKAGES["engine"].glob("*.py")} == placed
+
+
+def test_every_tiered_module_has_a_layer() -> None:
+    placed = set().union(*TIERED_LAYERS)
+    assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} == placed
+
+
+@pytest.mark.parametrize(("package", "layers"), [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS)])
+def test_modules_import_only_from_lower_layers(package: str, layers: list[set[str]]) -> None:
+    layer = {module: depth for depth, modules in enumerate(layers) for module in modules}
+    upward = [
+        f"{module} imports {imported}"
+        for module, imported_modules in import_graph(package).items()
+        for imported in imported_modules
+        if layer[imported] <= layer[module]
+    ]
+    assert upward == []
+
+
+def saver_modules() -> list[tuple[str, Path]]:
+    """Every module of ``saver/`` and of ``saver/tiered/``, with the package it is in."""
+    return [(package, path) for package in ("saver", "tiered") for path in sorted(PACKAGES[package].glob("*.py"))]
+
+
+def test_the_saver_uses_the_engine_only_through_its_exports() -> None:
+    offenders = []
+    for package, path in saver_modules():
+        engine_level = 1 if package == "saver" else 2
+        for level, module in imported_names(path):
+            reaching = (level == engine_level and module.startswith("engine.")) or module.startswith(
+                "langgraph.checkpoint.bounded.engine."
+            )
+            if reaching:
+                offenders.append(f"{package}/{path.name}: {module}")
+    assert offenders == []
+
+
+def test_the_memory_saver_never_imports_the_tiered_package() -> None:
+    offenders = [
+        f"{path.name}: {module}"
+        for path in sorted(PACKAGES["saver"].glob("*.py"))
+        if path.stem not in MAY_IMPORT_TIERED
+        for level, module in imported_names(path)
+        if (level == 1 and module.split(".")[0] == "tiered") or module.startswith("langgraph.checkpoint.bounded.tiered")
+    ]
+    assert offenders == []
+
+
+def test_the_rules_catch_what_they_forbid(tmp_path: Path) -> None:
+    """The readers above see the imports they must refuse."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from .engine.records import BlobKey\nfrom . import tiered\nfrom ..engine.store import Store\n")
+    assert (1, "engine.records") in imported_names(probe) and (1, "tiered") in imported_names(probe)
+    assert (2, "engine.store") in imported_names(probe)
+
+
+def test_the_engine_never_imports_langgraph() -> None:
+    offenders = []
+    for path in PACKAGES["engine"].glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.name}: {name}" for name in names if name.split(".")[0] in ("langgraph", "langchain_core")
+            ]
+    assert offenders == []
+
+
+def test_only_the_store_takes_the_lock() -> None:
+    """No engine module but store.py touches an attribute named ``lock``."""
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for path in PACKAGES["engine"].glob("*.py")
+        if path.name != "store.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "lock"
+    ]
+    assert offenders == []
+
+
+def test_the_saver_never_takes_the_store_s_lock_itself() -> None:
+    """A layer built on the store holds its lock through ``Store.exclusive()``, never ``store.lock`` directly:
+    store.py stays the one module that takes it."""
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for _, path in saver_modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "lock"
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "store")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "store")
+        )
+    ]
+    assert offenders == []

@@ -1,0 +1,226 @@
+"""``TieredSaver(conditional_writes=True)``: several processes writing one durable tier never fork a thread in
+silence.
+
+LangGraph has no per-thread lock: two processes running one thread each read its newest checkpoint and put a
+child of it, and both puts succeeded (out of 50 racing updates, 28-46 were kept, with the durable savers alone
+too). With ``conditional_writes`` a put whose namespace another process wrote since this one last read or wrote
+it raises ``CheckpointConflictError`` naming the thread, writes nothing, and its stale hot copy leaves memory, so
+that the retry reads the newest. The primitive is ``saver.conditional`` (tests/test_conditional.py); here it is
+the tiered saver, with real graphs, and two OS processes racing invokes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import operator
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver as StockSaver
+from langgraph.graph import START, StateGraph
+
+from langgraph.checkpoint.bounded import CheckpointConflictError, TieredSaver
+from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
+from tests.support.helpers import config, make_checkpoint
+
+UPDATES_PER_PROCESS = 25
+DEADLINE = 120.0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PostgresCluster]:
+    for running in running_cluster("the conditional tiered tests"):
+        set_up(running.conninfo)
+        yield running
+
+
+def open_durable(database: str, where: str) -> Any:
+    if database == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        return SqliteSaver(sqlite3.connect(where, check_same_thread=False, timeout=30))
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    return PostgresSaver(Connection.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+
+
+def where_for(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if database == "sqlite":
+        return str(tmp_path / "durable.sqlite")
+    cluster: PostgresCluster = request.getfixturevalue("cluster")
+    return cluster.conninfo
+
+
+def child_of(saver: TieredSaver, thread_id: str, value: int) -> Any:
+    """Read the thread's newest checkpoint and put a child of it holding ``value``."""
+    found = saver.get_tuple(config(thread_id))
+    parent = None if found is None else found.config["configurable"]["checkpoint_id"]
+    version = f"{value:032}.0"
+    checkpoint = make_checkpoint({"x": value}, {"x": version})
+    return config(thread_id, "", parent), checkpoint, {"step": value}, {"x": version}
+
+
+def chain_of(durable: Any, thread_id: str) -> tuple[list[Any], int]:
+    """The thread's checkpoints' values newest first, and how many checkpoints share a parent with another."""
+    items = list(durable.list(config(thread_id)))
+    parents = [item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None for item in items]
+    return [item.checkpoint["channel_values"]["x"] for item in items], len(parents) - len(set(parents))
+
+
+# --- the lost update, deterministic ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coherence", ["sticky", "validate"])
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_a_put_from_a_stale_read_conflicts_instead_of_forking(
+    database: str, coherence: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    where = where_for(database, request, tmp_path)
+    first, second = (
+        TieredSaver(open_durable(database, where), coherence=coherence, conditional_writes=True)  # type: ignore[arg-type]
+        for _ in range(2)
+    )
+    thread_id = f"race-{database}-{coherence}"
+    first.put(*child_of(first, thread_id, 1))
+    stale = child_of(second, thread_id, 2)  # the second process reads the newest...
+    first.put(*child_of(first, thread_id, 3))  # ...the first writes meanwhile...
+    with pytest.raises(CheckpointConflictError, match=repr(thread_id)):
+        second.put(*stale)  # ...and the second's put from what it read is refused: written nowhere
+    assert second.stats().conflicts == 1
+    assert second.store.last_used(thread_id) is None  # its stale hot copy left memory
+    second.put(*child_of(second, thread_id, 4))  # the retry reads the newest, and goes on from it
+    values, forks = chain_of(open_durable(database, where), thread_id)
+    assert values == [4, 3, 1] and forks == 0
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_without_the_guard_the_same_interleaving_forks_the_thread(
+    database: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    where = where_for(database, request, tmp_path)
+    first, second = (TieredSaver(open_durable(database, where)) for _ in range(2))
+    thread_id = f"unguarded-{database}"
+    first.put(*child_of(first, thread_id, 1))
+    stale = child_of(second, thread_id, 2)
+    first.put(*child_of(first, thread_id, 3))
+    second.put(*stale)  # accepted: 2 and 3 are both children of 1, and one of them is off the newest chain
+    values, forks = chain_of(open_durable(database, where), thread_id)
+    assert forks == 1 and sorted(values) == [1, 2, 3]
+
+
+def test_a_deliberate_fork_from_an_older_checkpoint_is_no_conflict(tmp_path: Path) -> None:
+    """Time travel: a put whose parent is older than the newest, from a process holding the newest."""
+    tiered = TieredSaver(sqlite_durable(tmp_path / "durable.sqlite"), conditional_writes=True)
+    first = tiered.put(*child_of(tiered, "t", 1))
+    tiered.put(*child_of(tiered, "t", 2))
+    version = f"{9:032}.0"
+    tiered.put(first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
+    assert tiered.get_tuple(config("t")).checkpoint["channel_values"]["x"] == 9  # type: ignore[union-attr]
+
+
+def test_async_puts_conflict_too(tmp_path: Path) -> None:
+    where = str(tmp_path / "durable.sqlite")
+    first, second = (TieredSaver(open_durable("sqlite", where), conditional_writes=True) for _ in range(2))
+
+    async def main() -> None:
+        await first.aput(*child_of(first, "t", 1))
+        stale = child_of(second, "t", 2)
+        await first.aput(*child_of(first, "t", 3))
+        with pytest.raises(CheckpointConflictError):
+            await second.aput(*stale)
+
+    asyncio.run(main())
+    assert chain_of(open_durable("sqlite", where), "t") == ([3, 1], 0)
+
+
+def test_conditional_writes_are_checked_naming_why(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="conditional_writes=True needs write='through'"):
+        TieredSaver(sqlite_durable(tmp_path / "d.sqlite"), write="back", conditional_writes=True)
+    with pytest.raises(ValueError, match="conditional_writes=True: InMemorySaver offers no atomic check-and-put"):
+        TieredSaver(StockSaver(), conditional_writes=True)
+    with pytest.raises(ValueError, match="conditional_writes must be True or False"):
+        TieredSaver(sqlite_durable(tmp_path / "d.sqlite"), conditional_writes="yes")  # type: ignore[arg-type]
+
+
+# --- two OS processes racing invokes of one thread ------------------------------------------------------------------
+
+
+class Count(TypedDict):
+    count: Annotated[int, operator.add]
+
+
+def counter(checkpointer: Any) -> Any:
+    builder = StateGraph(Count)
+    builder.add_node("tick", lambda state: {"count": 0})
+    builder.add_edge(START, "tick")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def racing_invokes(database: str, where: str, thread_id: str, start: Any, results: Any, use_async: bool) -> None:
+    """Add one to the thread's count 25 times, retrying each invoke that conflicts; report how many were
+    acknowledged and how many conflicted. Runs in a spawned process."""
+    try:
+        tiered = TieredSaver(open_durable(database, where), coherence="validate", conditional_writes=True)
+        app = counter(tiered)
+        thread = {"configurable": {"thread_id": thread_id}}
+        app.get_state(thread)  # connected before the race starts
+        start.wait(DEADLINE)
+        acknowledged = conflicts = 0
+        for _ in range(UPDATES_PER_PROCESS):
+            while True:
+                try:
+                    if use_async:
+                        asyncio.run(app.ainvoke({"count": 1}, thread, durability="exit"))
+                    else:
+                        app.invoke({"count": 1}, thread, durability="exit")
+                except CheckpointConflictError:
+                    conflicts += 1
+                    continue
+                acknowledged += 1
+                break
+        results.put(("ok", acknowledged, conflicts))
+    except BaseException:
+        results.put(("error", traceback.format_exc(), 0))
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_two_processes_racing_invokes_lose_nothing_acknowledged(
+    database: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Each process adds one to a counter 25 times through ``invoke`` (one sync, one async), each read fresh
+    (``coherence="validate"``): the count ends at 50, on one linear chain of checkpoints.
+
+    ``durability="exit"`` makes each run one put, so a run lands whole or conflicts whole. With a checkpoint per
+    step, a conflict at a later step leaves the run's earlier steps in the thread (still one chain): retrying
+    the whole run blindly would then count its input twice, so an application re-reads the state first."""
+    where = where_for(database, request, tmp_path)
+    if database == "sqlite":
+        open_durable(database, where).setup()
+    thread_id = f"counter-{database}"
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(2), context.Queue()
+    workers = [
+        context.Process(target=racing_invokes, args=(database, where, thread_id, start, results, use_async))
+        for use_async in (False, True)
+    ]
+    for worker in workers:
+        worker.start()
+    reports = [results.get(timeout=DEADLINE * 4) for _ in workers]
+    for worker in workers:
+        worker.join(DEADLINE)
+    assert all(report[0] == "ok" for report in reports), [report[1] for report in reports if report[0] != "ok"]
+    assert sum(report[1] for report in reports) == 2 * UPDATES_PER_PROCESS
+    durable = open_durable(database, where)
+    state = counter(durable).get_state({"configurable": {"thread_id": thread_id}})
+    assert state.values["count"] == 2 * UPDATES_PER_PROCESS  # every acknowledged update is in it
+    items = list(durable.list(config(thread_id)))
+    parents = [item.parent_config["configurable"]["checkpoint_id"] for item in items if item.parent_config]
+    assert len(parents) == len(set(parents)), "two checkpoints share a parent: the thread forked"
