@@ -66,6 +66,7 @@ $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -r $(VENV)/docs-requirements.txt
 	touch $(DOCS_STAMP)
 
+# NO_MKDOCS_2_WARNING: Material for MkDocs prints a banner about its end of life on every build otherwise.
 docs: install $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
