@@ -403,20 +403,21 @@ def test_a_dropped_thread_says_when_by_the_wall_clock_and_keeps_the_store_s_cloc
         put(saver, "a", {"n": 2}, parent=first)
 
 
-# --- the README's recipe: what says a run waits --------------------------------------------------------------
+# --- the documented recipe: what says a run waits --------------------------------------------------------------
 
 
-def readme_recipe() -> Callable[..., str]:
-    """``resume_if_waiting`` as the README shows it, run as written."""
-    blocks = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), flags=re.M | re.S)
+def documented_recipe() -> Callable[..., str]:
+    """``resume_if_waiting`` as the docs' overload guide shows it, run as written."""
+    page = ROOT / "docs" / "guide" / "overload.md"
+    blocks = re.findall(r"^```python\n(.*?)^```$", page.read_text(), flags=re.M | re.S)
     [recipe] = [block for block in blocks if "def resume_if_waiting(" in block]
     namespace: dict[str, Any] = {}
-    exec(compile(recipe, "README.md", "exec"), namespace)  # the README's own code, run as a user runs it
+    exec(compile(recipe, str(page), "exec"), namespace)  # the page's own code, run as a user runs it
     return namespace["resume_if_waiting"]  # type: ignore[no-any-return]
 
 
-def test_the_readme_recipe_resumes_only_a_run_that_waits_and_says_why_not() -> None:
-    resume_if_waiting = readme_recipe()
+def test_the_documented_recipe_resumes_only_a_run_that_waits_and_says_why_not() -> None:
+    resume_if_waiting = documented_recipe()
     saver = saver_of()
     app = App(saver, strict=True)
     with pytest.raises(IndexError):  # a run that failed: state.next is not empty, and no interrupt waits

@@ -29,7 +29,6 @@ from langgraph.checkpoint.bounded.serving import (
     shared_saver,
 )
 from tests.support.helpers import put
-from tests.support.paths import ROOT
 
 # --- variables ---------------------------------------------------------------------------------
 
@@ -345,13 +344,6 @@ def test_the_saver_is_saved_at_interpreter_exit(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert stored_threads(path) == ["t"]
-
-
-def test_the_readme_documents_every_variable() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### Environment variables") : readme.index("### One saver per process")]
-    undocumented = [setting.variable for setting in settings().values() if f"`{setting.variable}`" not in table]
-    assert undocumented == [], "add a row to the README's table of environment variables"
 
 
 async def test_aprune_accepts_the_strategy_the_agent_server_s_grpc_path_sends() -> None:
