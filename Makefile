@@ -2,72 +2,81 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 # fastapi-langgraph-server needs Python 3.12+ (the project: 3.11+), so its test serves it from a venv of its own.
 SERVER_VENV ?= .venv-fastapi-server
 SERVER_STAMP := $(SERVER_VENV)/.installed
 PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3); do \
 	$$candidate -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo $$candidate; break; }; done)
+# Test workers: pytest-xdist, one per core (each module's tests stay on one worker: its servers start once).
+WORKERS ?= auto
 
-.PHONY: install install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered limits overload clean
+.PHONY: install install-demo install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered limits overload clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
-# The project's venv (Python 3.11+). Only the fastapi-langgraph-server test needs the 3.12 venv, so only `make test` builds it.
+# The project's venv (Python 3.11+), in two steps, so that `make demo` waits only for what the demo needs (the
+# package and LangGraph) and `make test` adds the rest (test, bench, dev and docs extras). Only the
+# fastapi-langgraph-server test needs the 3.12 venv, so only `make test` builds it.
 # The package is installed editable in setuptools' strict mode: a tree of links to saver/, engine/ and examples/ under
 # build/, laid out as installed (langgraph/checkpoint/bounded/...), which type checkers and editors can read. A module
-# added or removed needs the tree made again: `make install` does it whenever the list of files changed.
+# added or removed needs the tree made again: the install targets do it whenever the list of files changed.
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP := $(VENV)/.installed
 PACKAGE_FILES := $(VENV)/.package-files
-install: $(STAMP)
+define refresh_package_tree
 	@ls saver/*.py saver/tiered/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
 	@cmp -s $(PACKAGE_FILES).now $(PACKAGE_FILES) || { \
 		$(BIN)/python -m pip install --quiet --no-deps -e . --config-settings editable_mode=strict && \
 		mv $(PACKAGE_FILES).now $(PACKAGE_FILES); }
 	@rm -f $(PACKAGE_FILES).now
+endef
+
+install-demo: $(DEMO_STAMP)
+	$(refresh_package_tree)
+
+install: $(STAMP)
+	$(refresh_package_tree)
 
 install-server: $(SERVER_STAMP)
 
-$(STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,bench,dev]" --config-settings editable_mode=strict
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[demo]" --config-settings editable_mode=strict
+	rm -f $(PACKAGE_FILES)
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml $(DEMO_STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[demo,test,bench,dev,docs]" \
+		--config-settings editable_mode=strict
 	rm -f $(PACKAGE_FILES)
 	touch $(STAMP)
 
 $(SERVER_STAMP): pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "fastapi-langgraph-server needs Python 3.12+; none found: make PYTHON312=/path/to/python3.12"; exit 1; }
 	$(PYTHON312) -m venv $(SERVER_VENV)
-	$(SERVER_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SERVER_VENV)/bin/python -m pip install --quiet -e ".[fastapi-server]"
+	$(SERVER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[fastapi-server]"
 	touch $(SERVER_STAMP)
 
-demo: install
+demo: install-demo
 	$(BIN)/python examples/demo.py
 
 test: install install-server
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 # mypy --strict and pyright on the package as installed, and on the README's Python examples as a user's script
-# (tests/test_typing.py, also part of `make test`).
+# (tests/contract/test_typing.py, also part of `make test`).
 typecheck: install
-	$(BIN)/python -m pytest -p no:cacheprovider tests/test_typing.py
+	$(BIN)/python -m pytest -p no:cacheprovider tests/contract/test_typing.py
 
 # The documentation site: mkdocs build --strict into site/ (a broken link or anchor, a page missing from the nav or
-# an API reference that does not resolve fails it). The docs extra is installed into the venv by its requirements,
-# read from pyproject.toml, so that the editable install is left as it is; its stamp follows pyproject.toml.
-DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))' > $(VENV)/docs-requirements.txt
-	$(BIN)/python -m pip install --quiet -r $(VENV)/docs-requirements.txt
-	touch $(DOCS_STAMP)
-
+# an API reference that does not resolve fails it).
 # NO_MKDOCS_2_WARNING: Material for MkDocs prints a banner about its end of life on every build otherwise.
-docs: install $(DOCS_STAMP)
+docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Long random property runs (not in CI): HYPOTHESIS_PROFILE=soak, every test marked slow included.

@@ -10,7 +10,7 @@ after the store has expired what was due.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from operator import attrgetter
 from typing import NamedTuple
@@ -21,7 +21,15 @@ from .records import ChannelHistory, CheckpointRecord, CheckpointView
 from .state import State
 from .thread import Thread
 
-__all__ = ["CheckpointRef", "delta_history", "list_checkpoints", "views"]
+__all__ = [
+    "SELECT_THREADS_PER_HOLD",
+    "CheckpointRef",
+    "delta_history",
+    "list_checkpoints",
+    "select_in_threads",
+    "threads_by_creation",
+    "views",
+]
 
 
 class CheckpointRef(NamedTuple):
@@ -33,6 +41,53 @@ class CheckpointRef(NamedTuple):
 
 
 make_ref = partial(tuple.__new__, CheckpointRef)  # in C: one per listed checkpoint
+
+
+SELECT_THREADS_PER_HOLD = 64
+"""Threads whose checkpoints ``Store.select_every_thread`` visits under one hold of the store's lock."""
+
+
+def threads_by_creation(state: State) -> list[Thread]:
+    """Every stored thread, oldest created first (``list(None)``'s order).
+
+    Runtime complexity: O(T log T).
+    """
+    return sorted(state.threads.values(), key=_creation_order)
+
+
+def select_in_threads(
+    state: State,
+    threads: Iterable[Thread],
+    namespace: str | None,
+    before: str | None,
+    select: Callable[[CheckpointRecord], object],
+) -> list[tuple[CheckpointRef, object]]:
+    """The checkpoints of these threads, newest first within each namespace, for which ``select`` returns
+    something other than None, each with what it returned; a thread no longer stored (or stored anew since) is
+    skipped. Marks no thread as used.
+
+    Runtime complexity: O(k) calls of ``select`` for the k checkpoints visited, plus O(log n) per namespace
+    with ``before``.
+    """
+    stored = state.threads
+    found: list[tuple[CheckpointRef, object]] = []
+    for thread in threads:
+        thread_id = thread.thread_id
+        if stored.get(thread_id) is not thread:
+            continue
+        if namespace is None:
+            spaces: Iterable[tuple[str, Namespace]] = thread.namespaces.items()
+        else:
+            named = thread.namespaces.get(namespace)
+            spaces = () if named is None else ((namespace, named),)
+        for name, space in spaces:
+            records = space.records
+            for found_id in reversed(space.ids) if before is None else space.newest_first(before):
+                record = records[found_id]
+                chosen = select(record)
+                if chosen is not None:
+                    found.append((make_ref((thread_id, name, record)), chosen))
+    return found
 
 
 def list_checkpoints(
@@ -65,7 +120,7 @@ def list_checkpoints(
     """
     threads: list[Thread]
     if thread_id is None:
-        threads = sorted(state.threads.values(), key=_creation_order)
+        threads = threads_by_creation(state)
     else:
         found = state.threads.get(thread_id)
         if found is None:

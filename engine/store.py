@@ -551,6 +551,27 @@ class Store(State):
                 self, now, thread_id, namespace, checkpoint_id=checkpoint_id, before=before, limit=limit
             )
 
+    def select_every_thread(
+        self, select: Callable[[CheckpointRecord], object], *, before: str | None = None
+    ) -> Iterator[tuple[CheckpointRef, object]]:
+        """Every thread's checkpoints for which ``select`` returns something (not None), with what it returned,
+        lazily, in ``list(None)``'s order: the threads are taken in creation order when iteration starts, and
+        visited ``reads.SELECT_THREADS_PER_HOLD`` at a time, each batch under one hold of the lock (a thread
+        written meanwhile is visited as it is then; one gone is skipped). One pass, nothing kept for the whole
+        store: ``list(None, filter=...)`` matches metadata as it goes, and stops at its ``limit``. ``select``
+        runs with the lock held: it must not call the store. Marks no thread as used.
+
+        Runtime complexity: O(T log T) to order the T threads, then one ``select`` per checkpoint visited.
+        """
+        with self.lock:
+            self._expire_due(None)
+            threads = reads.threads_by_creation(self)
+        step = reads.SELECT_THREADS_PER_HOLD
+        for start in range(0, len(threads), step):
+            with self.lock:
+                found = reads.select_in_threads(self, threads[start : start + step], None, before, select)
+            yield from found
+
     def views(self, refs: Iterable[CheckpointRef]) -> builtins.list[CheckpointView | None]:
         """Read listed checkpoints under one hold of the lock (``reads.views``); expires nothing.
 

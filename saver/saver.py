@@ -33,6 +33,7 @@ from .background import JobHealth, Periodic, Resumable
 from .config import InMemoryCheckpointConfig
 from .engine import (
     ChannelHistory,
+    CheckpointRecord,
     CheckpointRef,
     CheckpointView,
     DroppedThread,
@@ -450,12 +451,17 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints matching the criteria, newest first within each namespace.
 
-        ``config=None`` lists every thread. A config without ``checkpoint_ns``
-        lists every namespace of its thread. The candidates are fixed when
-        iteration starts; with ``filter``, their metadata is matched outside the
-        store's lock, and matches are read ``LIST_BATCH`` at a time under one
-        hold of it. A checkpoint deleted while the caller iterates is skipped
-        unless its batch was already read, and every tuple yielded is whole.
+        ``config=None`` lists every thread, oldest created first. A config
+        without ``checkpoint_ns`` lists every namespace of its thread. The
+        candidates of one thread are fixed when iteration starts, and its
+        metadata matched against ``filter`` outside the store's lock. With
+        ``config=None`` and a filter, the threads are fixed when iteration
+        starts and matched in one pass, a batch of threads under each hold of
+        the lock (``Store.select_every_thread``), so a listing that stops at its
+        ``limit`` visits no more. Matches are read ``LIST_BATCH`` at a time
+        under one hold of the lock. A checkpoint deleted while the caller iterates is
+        skipped unless its batch was already read, and every tuple yielded is
+        whole.
 
         Raises:
             ValueError: ``filter`` is not a mapping, or an identifier is invalid.
@@ -817,15 +823,18 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             raise ValueError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValueError(f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})")
-        refs = iter(self._list_refs(config, before=before, limit=None if filter else limit))
+        candidates: Iterator[tuple[CheckpointRef, Any]]
+        if config is None and filter:  # every thread: matched in one pass, a batch of threads at a time
+            before_id = checkpoint_id_of(configurable(before)) if before else None
+            candidates = self.store.select_every_thread(self._selector(filter), before=before_id)
+        elif filter:
+            candidates = self._matching(iter(self._list_refs(config, before=before, limit=None)), filter)
+        else:
+            candidates = ((ref, None) for ref in self._list_refs(config, before=before, limit=limit))
         remaining = math.inf if limit is None else limit
         while remaining > 0:
             size = int(min(LIST_BATCH, remaining))
-            batch: builtins.list[tuple[CheckpointRef, CheckpointMetadata | None]]
-            if filter:
-                batch = builtins.list(itertools.islice(self._matching(refs, filter), size))
-            else:
-                batch = [(ref, None) for ref in itertools.islice(refs, size)]
+            batch = builtins.list(itertools.islice(candidates, size))
             if not batch:
                 return
             for (_, metadata), view in zip(batch, self.store.views(ref for ref, _ in batch), strict=True):
@@ -837,12 +846,26 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         self, refs: Iterator[CheckpointRef], filter: Mapping[str, Any]
     ) -> Iterator[tuple[CheckpointRef, CheckpointMetadata]]:
         """The listed checkpoints whose metadata matches ``filter``, with that metadata, lazily."""
-        loads = self.serde.loads_typed
+        select = self._selector(filter)
         for ref in refs:
-            record = ref.record
-            metadata = loads((record.metadata_type, record.metadata_data))
-            if all(value == metadata.get(key) for key, value in filter.items()):
+            metadata = select(ref.record)
+            if metadata is not None:
                 yield ref, metadata
+
+    def _selector(self, filter: Mapping[str, Any]) -> Callable[[CheckpointRecord], CheckpointMetadata | None]:
+        """A checkpoint's metadata if it matches ``filter`` (the stock saver's test: each value equal to the
+        metadata's), else None."""
+        loads = self.serde.loads_typed
+        items = tuple(filter.items())
+
+        def select(record: CheckpointRecord) -> CheckpointMetadata | None:
+            metadata: CheckpointMetadata = loads((record.metadata_type, record.metadata_data))
+            for key, value in items:
+                if not value == metadata.get(key):  # noqa: SIM201 (the stock saver asks ==, not !=)
+                    return None
+            return metadata
+
+        return select
 
     async def _decode(self, view: CheckpointView, metadata: CheckpointMetadata | None = None) -> CheckpointTuple:
         if view.nbytes > self.config.async_offload_bytes:

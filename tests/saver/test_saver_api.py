@@ -455,3 +455,21 @@ def test_prune_and_delete_for_runs_recount_a_threads_runs_once_however_many_name
     monkeypatch.undo()
     store.check()
     assert sorted(store.runs) == ["run-4"]
+
+
+def test_listing_every_thread_with_a_filter_skips_a_thread_deleted_while_it_iterates() -> None:
+    """``list(None, filter=...)`` matches a batch of threads at a time: a thread deleted before its batch is
+    reached is not listed, and every tuple listed is whole."""
+    saver = BoundedInMemorySaver()
+    for index in range(300):
+        put(saver, f"t{index:03d}", {"n": index}, metadata={"source": "loop", "step": index % 3})
+    listing = saver.list(None, filter={"source": "loop"})
+    first = next(listing)
+    assert first.config["configurable"]["thread_id"] == "t000"
+    saver.delete_thread("t250")  # in a batch the listing has not reached
+    rest = [item.config["configurable"]["thread_id"] for item in listing]
+    assert "t250" not in rest and len(rest) == 298 and rest == sorted(rest)
+    assert [item.config["configurable"]["thread_id"] for item in saver.list(None, filter={"step": 1}, limit=2)] == [
+        "t001",
+        "t004",
+    ]
