@@ -532,7 +532,7 @@ def test_a_ui_polling_state_while_runs_go_on_never_makes_a_run_lose_a_step(
     polls = [0]
 
     def poll() -> None:
-        while not done.is_set():
+        while not done.wait(0.0005):  # a UI polls often, not in a busy loop that starves the runs of the GIL
             for name in INTERLEAVED_SCENARIOS:
                 for copy in range(3):
                     tiered.get_tuple({"configurable": {"thread_id": f"{name}-{copy}"}})
