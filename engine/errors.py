@@ -150,7 +150,12 @@ class ThreadQuarantinedError(ThreadEvictedError):
     ``delete_thread`` ends the quarantine of its thread.
 
     Attributes:
-        As ``ThreadEvictedError``; ``checkpoint_id`` is the newest checkpoint the thread held ("" if none);
+        limit: The limit that dropped the thread.
+        limit_value: That limit's value.
+        thread_id: The thread.
+        checkpoint_id: The newest checkpoint the thread held ("" if none).
+        seconds_ago: How long before this run the thread was dropped.
+        dropped_at_wall: When it was dropped (``time.time()``).
         quarantine_seconds: ``dropped_thread_quarantine_seconds``.
     """
 

@@ -41,7 +41,7 @@ MAX_WHOLE = 2**53
 
 @dataclass(frozen=True)
 class StoreLimits:
-    """Bounds enforced by :class:`engine.Store`.
+    """Bounds enforced by the engine's ``Store``.
 
     Defaults are the contract of the reference page. Every numeric field must be
     a positive number; ``bool``, zero, negative and NaN values are rejected with

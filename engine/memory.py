@@ -29,7 +29,7 @@ allocates room for five entries with its first, so a small thread or namespace
 is mostly bases. Every cost below is measured at import with ``sys.getsizeof``
 of the real structures, filled as the store fills them (per-entry costs averaged
 over typical sizes); none is typed in by hand. What the estimate leaves out is
-in the README ("A memory bound").
+in the docs (the guide "Limits for real graphs and the memory bound").
 """
 
 from __future__ import annotations

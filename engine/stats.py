@@ -29,7 +29,7 @@ class StoreStats:
         memory_bytes: An estimate of the heap the store holds: ``total_bytes``
             plus what every thread, namespace, checkpoint, blob, write and
             stored identifier costs around its payload, the tombstones, and the
-            exports waiting for the hook (``engine.memory``).
+            exports waiting for the hook (the heap estimate's per-object costs).
         max_memory_bytes: The limit on ``memory_bytes`` (``inf``: none).
         evicted_threads: Threads evicted since creation (least recently used, for any limit).
         evicted_for_threads: Of those, evicted to respect ``max_threads``.
@@ -44,9 +44,9 @@ class StoreStats:
         refused_checkpoint_records: Checkpoints whose put was refused, remembered
             so that their late writes are refused too.
         parked_write_records: Checkpoints of dropped threads whose pending
-            writes wait aside for their put (``engine.tombstones``).
-        drop_hook_errors: Exceptions raised by the ``on_drop`` hook (logged, not propagated).
-        queued_drops: Dropped threads waiting for the ``on_drop`` hook.
+            writes wait aside for their put.
+        drop_hook_errors: Exceptions raised by the drop hook (the saver's ``on_evict``), logged, not propagated.
+        queued_drops: Dropped threads waiting for the drop hook (``on_evict``).
         queued_drop_bytes: The heap their exports hold (in ``memory_bytes``).
         rejections: Rejected operations since creation, by limit name.
     """

@@ -38,7 +38,7 @@ __all__ = ["DroppedThread", "ParkedWrites", "RefusedCheckpoint", "Tombstones"]
 
 @dataclass(frozen=True, slots=True)
 class DroppedThread:
-    """Why and when a thread left the store: what a tombstone holds and what ``on_drop`` is told.
+    """Why and when a thread left the store: what a tombstone holds and what the drop hook (``on_evict``) is told.
 
     Attributes:
         thread_id: The thread.
@@ -119,7 +119,7 @@ class ParkedWrites:
         namespace: Their namespace.
         checkpoint_id: The checkpoint they ran from.
         writes: The writes, in arrival order.
-        writes_bytes: The heap the writes hold, their payloads included (``engine.memory``).
+        writes_bytes: The heap the writes hold, their payloads included (the heap estimate's costs).
     """
 
     thread_id: str

@@ -1,10 +1,23 @@
 """A bounded, drop-in in-memory checkpointer for LangGraph.
 
 ```python
+from typing import TypedDict
+
+from langgraph.graph import START, StateGraph
+
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
 
+
+class State(TypedDict):
+    count: int
+
+
+builder = StateGraph(State)
+builder.add_node("tick", lambda state: {"count": state["count"] + 1})
+builder.add_edge(START, "tick")
 checkpointer = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
 graph = builder.compile(checkpointer=checkpointer)
+graph.invoke({"count": 0}, {"configurable": {"thread_id": "user-1"}})
 ```
 
 The names below are loaded when first used, so that importing the storage engine

@@ -16,14 +16,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class InMemoryCheckpointConfig(StoreLimits):
-    """Settings of ``BoundedInMemorySaver``; every field has the reference default.
+    """Settings of ``BoundedInMemorySaver`` (and of ``TieredSaver``'s hot tier); every field has the reference
+    page's default.
 
     Example:
         ```python
-        InMemoryCheckpointConfig(idle_ttl_seconds=30 * 60, max_threads=250)
+        from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
+
+        config = InMemoryCheckpointConfig(idle_ttl_seconds=30 * 60, max_threads=250)
+        checkpointer = BoundedInMemorySaver(config=config)
         ```
 
-    The limits (see ``engine.StoreLimits`` for each unit) are:
+    The limits (the configuration guide gives each unit) are:
     ``idle_ttl_seconds`` (4 hours), ``max_threads`` (1,000),
     ``max_namespaces_per_thread`` (16), ``max_checkpoints_per_thread`` (1,000),
     ``max_checkpoint_bytes`` (1 MiB), ``max_pending_write_bytes`` (512 KiB),
@@ -33,20 +37,26 @@ class InMemoryCheckpointConfig(StoreLimits):
     (``"reject"``, or ``"prune_oldest"`` for rolling history) and
     ``on_namespace_limit`` (``"reject"``, or ``"prune_oldest"`` to drop the
     oldest completed subgraph namespaces). ``math.inf`` lifts a limit.
+    ``eviction_grace_seconds`` (0: off) keeps a thread used within that many
+    seconds from being evicted for another (a write that would need it is
+    refused instead), and ``dropped_thread_quarantine_seconds`` (0: off)
+    refuses a new run on a thread dropped within that many seconds
+    (``ThreadQuarantinedError``).
 
     Invalid values (zero, negative, NaN, ``bool``, a fraction where a count is
     expected) raise ``ValueError`` naming the field.
 
     ``on_evict(dropped, export)`` is called for every thread the saver evicts or
-    expires, with why and when (``engine.DroppedThread``) and everything the
-    thread held, still serialized (``engine.ThreadExport``), so it can be
-    archived or imported elsewhere (``BoundedInMemorySaver.import_thread``). It
-    runs after the saver's lock is released, in the thread whose operation
-    dropped the thread: a slow hook delays that one caller, never the others;
-    an exception it raises is logged and counted (``stats().drop_hook_errors``).
+    expires, with why and when (``DroppedThread``) and everything the thread
+    held, still serialized (``ThreadExport``), so it can be archived or imported
+    elsewhere (``BoundedInMemorySaver.import_thread``). It runs after the
+    saver's lock is released, in the thread whose operation dropped the thread:
+    a slow hook delays that one caller, never the others; an exception it raises
+    is logged and counted (``stats().drop_hook_errors``).
 
     With ``autosave_path`` the saver snapshots itself there every
-    ``autosave_interval_seconds`` and on ``close()`` (see ``saver.snapshot``).
+    ``autosave_interval_seconds`` and on ``close()`` (the serving guide's
+    snapshots, and ``BoundedInMemorySaver.save``).
 
     With ``snapshot_key`` (bytes, or text used as its UTF-8 bytes) every
     snapshot is signed with HMAC-SHA256 and ``load`` refuses a file whose

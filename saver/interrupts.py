@@ -59,9 +59,12 @@ class InterruptLostError(ResumeRefusedError):
     threads through eviction.
 
     Attributes:
-        As ``ThreadEvictedError``: ``limit``, ``limit_value``, ``thread_id``,
-        ``checkpoint_id`` (the empty checkpoint LangGraph resumed from),
-        ``seconds_ago`` and ``dropped_at_wall``.
+        limit: The limit that dropped the thread (``max_threads``, ``idle_ttl_seconds``...).
+        limit_value: That limit's value.
+        thread_id: The thread.
+        checkpoint_id: The empty checkpoint LangGraph resumed from.
+        seconds_ago: How long before the resume the thread was dropped.
+        dropped_at_wall: When it was dropped (``time.time()``).
     """
 
 

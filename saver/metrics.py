@@ -1,8 +1,10 @@
 """Prometheus metrics of a saver, read from ``stats()`` and ``config`` when scraped.
 
 ```python
+from langgraph.checkpoint.bounded import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.metrics import register_metrics
 
+checkpointer = BoundedInMemorySaver()
 register_metrics(checkpointer)  # the default registry: what prometheus_client.generate_latest() serves
 ```
 

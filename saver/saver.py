@@ -149,8 +149,23 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
 
     Example:
         ```python
+        from typing import TypedDict
+
+        from langgraph.graph import START, StateGraph
+
+        from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, InMemorySaver
+
+
+        class State(TypedDict):
+            count: int
+
+
+        builder = StateGraph(State)
+        builder.add_node("tick", lambda state: {"count": state["count"] + 1})
+        builder.add_edge(START, "tick")
         checkpointer = InMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
         graph = builder.compile(checkpointer=checkpointer)
+        graph.invoke({"count": 0}, {"configurable": {"thread_id": "user-1"}})
         ```
     """
 

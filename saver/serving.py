@@ -1,17 +1,18 @@
 """The saver behind a server: one process-wide saver, configured from the environment.
 
 LangGraph's Agent Server (``langgraph dev``, langgraph-api) names it in ``langgraph.json``
-with the dotted path form, the one its loader imports as a module::
+with the dotted path form, the one its loader imports as a module:
 
-    {"graphs": {"agent": "./graph.py:graph"},
-     "checkpointer": {"path": "langgraph.checkpoint.bounded.serving.checkpointer"}}
+```json
+{"graphs": {"agent": "./graph.py:graph"},
+ "checkpointer": {"path": "langgraph.checkpoint.bounded.serving.checkpointer"}}
+```
 
-(``./my_checkpointer.py:checkpointer`` works too, for a file of your own that does
+``./my_checkpointer.py:checkpointer`` works too, for a file of your own that does
 ``from langgraph.checkpoint.bounded.serving import checkpointer``;
-``langgraph.checkpoint.bounded.serving:checkpointer`` does not: see the README's "Serving".)
-fastapi-langgraph-server takes the saver itself::
-
-    create_app(StandaloneAppConfig(assistants=..., checkpointer=shared_saver()))
+``langgraph.checkpoint.bounded.serving:checkpointer`` does not (the serving guide says why).
+fastapi-langgraph-server takes the saver itself:
+``create_app(StandaloneAppConfig(assistants=..., checkpointer=shared_saver()))``.
 
 Every field of ``InMemoryCheckpointConfig`` can be set from an environment variable
 ``BOUNDED_SAVER_<FIELD>`` (``BOUNDED_SAVER_MAX_THREADS=500``), in the unit the config uses.
@@ -110,7 +111,7 @@ class Setting:
     Attributes:
         field: The ``InMemoryCheckpointConfig`` field.
         variable: Its environment variable, ``BOUNDED_SAVER_<FIELD>``.
-        expected: What a valid value looks like, for error messages and the README.
+        expected: What a valid value looks like, for error messages and the serving guide.
         parse: Turns the raw string into the field's value; raises ``_Invalid``.
         secret: The value is never echoed, in errors or logs.
     """

@@ -101,7 +101,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             process wrote since this one last read or wrote it raises ``CheckpointConflictError`` (naming the
             thread; nothing written; the stale hot copy leaves memory) instead of forking the thread in
             silence. Needs ``write="through"`` and a SQLite or PostgreSQL durable saver (the check and the put
-            are one transaction: ``tiered.conditional`` says what it costs).
+            are one transaction; the tiered-storage guide says what it costs).
         clock: Monotonic seconds for the hot tier's idle expiry and the age of unflushed writes (tests inject one).
 
     Raises:
@@ -109,9 +109,26 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
     Example:
         ```python
+        import sqlite3
+        from typing import TypedDict
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.graph import START, StateGraph
+
+        from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+
+
+        class State(TypedDict):
+            count: int
+
+
+        builder = StateGraph(State)
+        builder.add_node("tick", lambda state: {"count": state["count"] + 1})
+        builder.add_edge(START, "tick")
         durable = SqliteSaver(sqlite3.connect("threads.db", check_same_thread=False))
-        checkpointer = TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=250))
-        graph = builder.compile(checkpointer=checkpointer)
+        with TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=250)) as checkpointer:
+            graph = builder.compile(checkpointer=checkpointer)
+            graph.invoke({"count": 0}, {"configurable": {"thread_id": "user-1"}})
         ```
     """
 
@@ -272,7 +289,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     # --- observation ---------------------------------------------------------------------------------------------
 
     def stats(self) -> TieredStats:
-        """The hot tier's counters and the tiered saver's own (``state.read_stats``).
+        """The hot tier's counters (``.hot``) and the tiered saver's own, read at one instant.
 
         Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """

@@ -23,6 +23,8 @@ row for every ``BOUNDED_SAVER_*`` variable, and the README's relative links and 
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -103,7 +105,47 @@ def fenced_blocks(path: Path) -> Iterator[Block]:
         index = end + 1
 
 
-ALL_BLOCKS = [block for page in pages() for block in fenced_blocks(page)]
+REFERENCE = re.compile(r"^::: (?P<path>[\w.]+)\s*$", flags=re.M)
+
+
+def referenced_objects() -> list[str]:
+    """The dotted paths the API reference renders (its ``:::`` lines)."""
+    return sorted(
+        {match["path"] for page in (DOCS / "reference").glob("*.md") for match in REFERENCE.finditer(page.read_text())}
+    )
+
+
+def docstring_blocks() -> Iterator[Block]:
+    """The code blocks of the docstrings the API reference renders (the object's own docstring: a class's or a
+    module's ``Example``), as blocks of a page named after the object."""
+    for path in referenced_objects():
+        module_name, _, attribute = path.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError):
+            found = importlib.import_module(path)
+        yield from _blocks_of_text(inspect.getdoc(found) or "", f"docstring of {path}")
+
+
+def _blocks_of_text(text: str, page: str) -> Iterator[Block]:
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        indent, fence = opening["indent"], opening["fence"]
+        info = opening["info"].strip()
+        end = index + 1
+        while end < len(lines) and not re.fullmatch(rf" *{re.escape(fence[0])}{{{len(fence)},}}\s*", lines[end]):
+            end += 1
+        body = [line.removeprefix(indent) for line in lines[index + 1 : end]]
+        yield Block(page, index + 1, info.split()[0].lower() if info else "", "\n".join(body) + "\n", None)
+        index = end + 1
+
+
+ALL_BLOCKS = [block for page in pages() for block in fenced_blocks(page)] + list(docstring_blocks())
 PYTHON_BLOCKS = [block for block in ALL_BLOCKS if block.language in PYTHON_LANGUAGES]
 CHECKED = [block for block in PYTHON_BLOCKS if block.language == "python" and block.included_file is None]
 RUNNABLE = [block for block in CHECKED if block.not_run is None]
