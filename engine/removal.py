@@ -82,20 +82,22 @@ def delete_runs(state: State, run_ids: Iterable[str]) -> int:
     return removed
 
 
-def prune(state: State, thread_ids: Sequence[str], *, keep_latest: bool) -> None:
-    """Keep only the latest checkpoint of each namespace (and what it needs), or delete the threads.
+def prune(state: State, thread_ids: Sequence[str], *, keep_last: int | None) -> None:
+    """Keep only the newest ``keep_last`` checkpoints of each namespace (and what they need), or delete the
+    threads (``keep_last=None``).
 
-    With ``keep_latest``, the latest checkpoint of each namespace is kept with
-    its writes and every ancestor it needs to rebuild a delta channel; the rest
-    goes, and so do blobs nothing kept references. Otherwise each thread is
-    deleted as ``delete_thread`` does. The ids were checked by the caller.
+    Each namespace's newest ``keep_last`` checkpoints are kept with their writes
+    and every ancestor they need to rebuild a delta channel; the rest goes, and
+    so do blobs nothing kept references. With ``keep_last=None`` each thread is
+    deleted as ``delete_thread`` does. The ids and the count were checked by the
+    caller.
 
     Runtime complexity: O(size of the named threads), with a factor d * C for
     d delta channels and C channels per checkpoint (``required_ancestors``),
     and each thread's runs recounted once.
     """
     for thread_id in thread_ids:
-        if not keep_latest:
+        if keep_last is None:
             delete_thread(state, thread_id)
             continue
         thread = state.threads.get(thread_id)
@@ -103,11 +105,11 @@ def prune(state: State, thread_ids: Sequence[str], *, keep_latest: bool) -> None
             continue
         runs_changed = False
         for name, space in list(thread.namespaces.items()):
-            latest = space.latest()
-            if latest is None:
+            if len(space.ids) <= keep_last:
                 continue
-            keep = required_ancestors(space, [latest])
-            keep.add(latest.checkpoint_id)
+            newest = [space.records[cid] for cid in space.ids[-keep_last:]]
+            keep = required_ancestors(space, newest)
+            keep.update(record.checkpoint_id for record in newest)
             removal = plan_removal(space, [cid for cid in space.ids if cid not in keep])
             if removal.checkpoint_ids:
                 runs_changed |= state.remove_checkpoints(thread, name, removal)

@@ -791,17 +791,20 @@ class Store(State):
         with self.lock:
             return removal.delete_runs(self, run_ids)
 
-    def prune(self, thread_ids: Iterable[str], *, keep_latest: bool) -> None:
-        """Keep only what the latest checkpoint of each namespace needs, or delete the threads (``removal.prune``).
+    def prune(self, thread_ids: Iterable[str], *, keep_last: int | None) -> None:
+        """Keep the newest ``keep_last`` checkpoints of each namespace and what they need, or delete the
+        threads (``keep_last=None``) (``removal.prune``).
 
         Raises:
-            ValueError: A thread id is invalid; nothing changed.
+            ValueError: A thread id is invalid, or ``keep_last`` not a positive whole number; nothing changed.
 
         Runtime complexity: that of ``removal.prune``.
         """
+        if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
+            raise ValueError(f"keep_last must be a whole number of at least 1, got {keep_last!r:.40}")
         ids = [identifiers.check_identifier("thread_id", thread_id, self.limits) for thread_id in thread_ids]
         with self.lock:
-            removal.prune(self, ids, keep_latest=keep_latest)
+            removal.prune(self, ids, keep_last=keep_last)
 
     def clear(self) -> None:
         """Remove every thread and tombstone (not counted as eviction). Runtime complexity: O(1) plus freeing them."""

@@ -46,7 +46,16 @@ if TYPE_CHECKING:
     from .payload_tags import PayloadTagError
     from .saver import BoundedInMemorySaver, InMemorySaver, SaverStats
     from .snapshot import LoadReport, SnapshotError
-    from .tiered import CheckpointConflictError, ThreadDeletedError, TieredSaver, TieredStats, UnstorableWriteError
+    from .tiered import (
+        CheckpointConflictError,
+        RetentionPolicy,
+        RetentionStats,
+        SweepReport,
+        ThreadDeletedError,
+        TieredSaver,
+        TieredStats,
+        UnstorableWriteError,
+    )
     from .transfer import copy_threads
 
 try:
@@ -65,9 +74,12 @@ _EXPORTS = {
     "InterruptLostError": ".interrupts",
     "LoadReport": ".snapshot",
     "PayloadTagError": ".payload_tags",
+    "RetentionPolicy": ".tiered",
+    "RetentionStats": ".tiered",
     "SaverStats": ".saver",
     "SnapshotError": ".snapshot",
     "StoreStats": ".engine",
+    "SweepReport": ".tiered",
     "ThreadDeletedError": ".tiered",
     "ThreadEvictedError": ".engine",
     "ThreadExport": ".engine",
@@ -89,9 +101,12 @@ __all__ = [
     "InterruptLostError",
     "LoadReport",
     "PayloadTagError",
+    "RetentionPolicy",
+    "RetentionStats",
     "SaverStats",
     "SnapshotError",
     "StoreStats",
+    "SweepReport",
     "ThreadDeletedError",
     "ThreadEvictedError",
     "ThreadExport",

@@ -52,6 +52,8 @@ __all__ = [
     "PREFIX",
     "TIERED_PREFIX",
     "TIERED_STATS_NOT_EXPORTED",
+    "RETENTION_PREFIX",
+    "RETENTION_STATS_NOT_EXPORTED",
     "SaverCollector",
     "register_metrics",
     "unregister_metrics",
@@ -71,6 +73,11 @@ TIERED_STATS_NOT_EXPORTED = {  # TieredStats fields with no metric of their own,
     "coherence": "a label of tiered_info",
     "last_durable_error": "text, not a number: durable_errors_total counts, the log says what failed",
     "last_unstorable": "text, not a number: unstorable_threads_total counts, the log names each thread",
+    "retention": "its fields are the tiered_retention_* metrics (RETENTION_STATS_NOT_EXPORTED)",
+}
+RETENTION_PREFIX = TIERED_PREFIX + "retention_"
+RETENTION_STATS_NOT_EXPORTED = {  # RetentionStats fields with no metric of their own, and why
+    "last_sweep_error": "text, not a number: tiered_retention_sweep_failures_total counts, the log says what failed",
 }
 
 
@@ -209,6 +216,24 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
     yield _labelled_counter(
         "tiered_rejections", "Writes refused before the durable write, by limit.", "limit", stats.rejections
     )
+    kept = stats.retention
+    yield _counter("tiered_retention_sweeps", "Retention passes run (background and sweep()).", kept.sweeps)
+    yield _counter("tiered_retention_sweep_seconds", "Time spent in retention passes.", kept.sweep_seconds)
+    yield _counter(
+        "tiered_retention_sweep_failures",
+        "Retention passes the durable tier failed, plus threads whose removal failed.",
+        kept.sweep_failures,
+    )
+    yield _counter(
+        "tiered_retention_deleted_threads", "Threads retention deleted whole (idle past the TTL).", kept.deleted_threads
+    )
+    yield _counter(
+        "tiered_retention_pruned_threads", "Threads retention pruned to their newest checkpoints.", kept.pruned_threads
+    )
+    yield _counter("tiered_retention_checkpoints", "Checkpoints retention removed.", kept.checkpoints)
+    yield _counter("tiered_retention_writes", "Pending writes retention removed with them.", kept.writes)
+    yield _counter("tiered_retention_nbytes", "Bytes retention reclaimed in the durable database.", kept.nbytes)
+    yield _gauge("tiered_retention_due_threads", "Threads found due and not yet swept.", kept.due_threads)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -121,7 +121,7 @@ def _autosave(saver: BoundedInMemorySaver) -> None:
         saver.save(saver.config.autosave_path)
 
 
-PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")  # "delete_all": the Agent Server's name for "delete"
+PRUNE_STRATEGIES = ("keep_latest", "keep_last", "delete", "delete_all")  # "delete_all": the Agent Server's "delete"
 LIST_BATCH = 32  # listed checkpoints read per hold of the store's lock
 
 
@@ -668,24 +668,26 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         target = normalize_id("target_thread_id", target_thread_id)
         self.store.copy_thread(source, target)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Prune threads: ``"keep_latest"`` per namespace, or ``"delete"`` them.
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """Prune threads: ``"keep_latest"`` or ``"keep_last"`` checkpoints per namespace, or ``"delete"`` them.
 
         ``"delete_all"`` (the LangGraph Agent Server's name) is ``"delete"``;
-        an empty list of threads does nothing. ``keep_latest`` also keeps the
-        ancestors (and their writes) that the latest checkpoint needs to rebuild
-        its ``DeltaChannel`` values.
+        an empty list of threads does nothing. ``"keep_latest"`` keeps each
+        namespace's newest checkpoint, ``"keep_last"`` its newest ``keep_last``;
+        either also keeps the pending writes of what it keeps (so an interrupted
+        run resumes, and completed tasks are not run again) and every ancestor a
+        kept checkpoint needs to rebuild its ``DeltaChannel`` values.
 
         Raises:
-            ValueError: Unknown strategy, an invalid thread id, or
-                ``thread_ids`` a lone string or not iterable; nothing changed.
+            ValueError: Unknown strategy, ``keep_last`` missing or not a whole
+                number of at least 1 (given with another strategy), an invalid
+                thread id, or ``thread_ids`` a lone string or not iterable;
+                nothing changed.
 
         Runtime complexity: O(size of the named threads), each thread's runs
         recounted once.
         """
-        if strategy not in PRUNE_STRATEGIES:
-            raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
-        self.store.prune(normalize_ids("thread_ids", thread_ids), keep_latest=strategy == "keep_latest")
+        self.store.prune(normalize_ids("thread_ids", thread_ids), keep_last=kept_per_namespace(strategy, keep_last))
 
     def get_next_version(self, current: str | int | None, channel: None) -> str:
         """The stock saver's version format: a zero-padded counter and a random suffix.
@@ -783,9 +785,11 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         """Async ``copy_thread``, in a worker thread: it copies a whole thread."""
         await asyncio.to_thread(self._copy_thread, source_thread_id, target_thread_id)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
+    ) -> None:
         """Async ``prune``, in a worker thread: it walks whole threads."""
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep_last=keep_last)
 
     # The sync bodies the async twins run, without the sync delivery (they deliver asynchronously);
     # put's and put_writes' are methods of their own (_put, _put_writes), their wrappers written by hand.
@@ -886,6 +890,28 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         if view.nbytes > self.config.async_offload_bytes:
             return await asyncio.to_thread(codec.decode_view, self.serde, view, metadata)
         return codec.decode_view(self.serde, view, metadata)
+
+
+def kept_per_namespace(strategy: str, keep_last: int | None) -> int | None:
+    """How many checkpoints a prune keeps per namespace (None: it deletes the threads), its arguments checked.
+
+    Raises:
+        ValueError: Unknown strategy, or ``keep_last`` missing, not a whole number of at least 1, or given
+            with a strategy other than ``"keep_last"``.
+
+    Runtime complexity: O(1).
+    """
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r:.40}")
+    if strategy != "keep_last":
+        if keep_last is not None:
+            raise ValueError(f"keep_last goes with strategy='keep_last', not {strategy!r}")
+        return 1 if strategy == "keep_latest" else None
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError(
+            f"keep_last must be a whole number of at least 1 with strategy='keep_last', got {keep_last!r:.40}"
+        )
+    return keep_last
 
 
 InMemorySaver = BoundedInMemorySaver

@@ -36,7 +36,11 @@ The modules, from the public face down (imports run one way):
 * ``flushing``: write-back's flushes, backpressure, spills and delivery;
 * ``state``: the state every ``with_allowlist()`` copy shares (``Shared``) and
   one copy's handle on both tiers (``Tiers``);
-* ``settings``, ``stats``: the modes and their checks; ``TieredStats``;
+* ``retention``: the durable tier bounded too: ``RetentionPolicy``, its
+  sweeps, one thread's removal in one durable transaction (a package of
+  its own);
+* ``settings``, ``stats``: the modes and their checks; ``TieredStats``,
+  retention's ``SweepReport`` and ``RetentionStats``;
 * ``writeback``, ``residency``, ``coordination``: the ledger of unflushed
   writes, what a hot copy holds, how callers keep out of each other's way;
 * ``durable``, ``durable_format``, ``conditional``, ``pools``: the durable
@@ -54,6 +58,9 @@ from .saver import (
     CheckpointConflictError,
     Coherence,
     Oversize,
+    RetentionPolicy,
+    RetentionStats,
+    SweepReport,
     ThreadDeletedError,
     TieredSaver,
     TieredStats,
@@ -71,6 +78,9 @@ __all__ = [
     "CheckpointConflictError",
     "Coherence",
     "Oversize",
+    "RetentionPolicy",
+    "RetentionStats",
+    "SweepReport",
     "ThreadDeletedError",
     "TieredSaver",
     "TieredStats",

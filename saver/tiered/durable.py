@@ -45,10 +45,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -64,6 +74,9 @@ from ..config import InMemoryCheckpointConfig
 from ..engine import StoreLimits, WriteRecord
 from ..locations import configurable
 from .durable_format import Newest, format_of
+
+if TYPE_CHECKING:
+    from ..saver import BoundedInMemorySaver
 from .pools import in_durable_pool
 
 __all__ = [
@@ -74,8 +87,11 @@ __all__ = [
     "DurableTier",
     "Newest",
     "copy_thread_through_api",
+    "location_of",
     "put_tuple",
+    "rewrite_keeping",
     "rewrite_thread",
+    "survivors",
 ]
 
 DURABLE_CALL_SECONDS = 60.0
@@ -341,7 +357,7 @@ class DurableTier:
         """
         form = self.format
         if form.tables:
-            found = self._read_tables(
+            found = self.on_tables(
                 lambda saver: form.newest(saver, thread_id, namespace),
                 lambda saver: form.anewest(saver, thread_id, namespace),
             )
@@ -354,7 +370,7 @@ class DurableTier:
         """``newest`` for async callers."""
         form = self.format
         if form.tables:
-            found = await self._aread_tables(
+            found = await self.aon_tables(
                 lambda saver: form.newest(saver, thread_id, namespace),
                 lambda saver: form.anewest(saver, thread_id, namespace),
             )
@@ -371,7 +387,7 @@ class DurableTier:
         form = self.format
         if not form.exact or not checkpoint_ids:
             return None
-        return self._read_tables(
+        return self.on_tables(
             lambda saver: form.exact_writes(saver, thread_id, namespace, checkpoint_ids),
             lambda saver: form.aexact_writes(saver, thread_id, namespace, checkpoint_ids),
         )
@@ -383,23 +399,23 @@ class DurableTier:
         form = self.format
         if not form.exact or not checkpoint_ids:
             return None
-        return await self._aread_tables(
+        return await self.aon_tables(
             lambda saver: form.exact_writes(saver, thread_id, namespace, checkpoint_ids),
             lambda saver: form.aexact_writes(saver, thread_id, namespace, checkpoint_ids),
         )
 
-    def _read_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
-        """Read the saver's own tables on the sync side (``read`` for a sync saver, ``aread`` handed to an async
-        saver's loop). Runtime complexity: the read's."""
+    def on_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
+        """Work on the saver's own tables on the sync side (``read`` for a sync saver, ``aread`` handed to an
+        async saver's loop), counted as a durable call. Runtime complexity: the work's."""
         with self.health.counting():
             if self.loop is None:
                 return read(self.saver)
             return self._on_own_loop(cast(Coroutine[Any, Any, T], aread(self.saver)))
 
-    async def _aread_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
+    async def aon_tables(self, read: Callable[[Any], T], aread: Callable[[Any], Awaitable[T]]) -> T:
         """Read the saver's own tables on the async side (a sync saver's ``read`` on the durable pool)."""
         if self.loop is None:
-            return await in_durable_pool(lambda: self._read_tables(read, aread))
+            return await in_durable_pool(lambda: self.on_tables(read, aread))
         with self.health.counting():
             if _running_loop() is self.loop:
                 return await aread(self.saver)
@@ -510,38 +526,66 @@ def copy_thread_through_api(tier: DurableTier, source_id: str, target_id: str) -
 
 
 def rewrite_thread(
-    tier: DurableTier, thread_id: str, operation: Callable[[BaseCheckpointSaver[Any], list[str]], None]
-) -> bool:
+    tier: DurableTier, thread_id: str, operation: Callable[[BoundedInMemorySaver, list[str]], None]
+) -> int:
     """Apply a removal to a thread the durable saver cannot apply itself: find what survives by running
     ``operation`` on an in-memory copy (the engine's ancestry-aware rules), then delete the thread and
-    put back the survivors, oldest first. Return whether anything was removed.
+    put back the survivors, oldest first. Return how many checkpoints were removed.
 
     Not atomic: a crash between the deletion and the last put loses survivors.
     Runtime complexity: O(size of the thread) round trips, and its copy in memory.
     """
+    everything, surviving = survivors(tier, thread_id, operation)
+    return rewrite_keeping(tier, thread_id, everything, surviving)
+
+
+def rewrite_keeping(
+    tier: DurableTier, thread_id: str, everything: Sequence[CheckpointTuple], keep: Collection[tuple[str, str]]
+) -> int:
+    """Delete the thread, then put back the checkpoints of ``everything`` (oldest first) whose (namespace, id)
+    is in ``keep``, each whose parent is not kept with none; return how many were left out (0: nothing done).
+
+    Not atomic: a crash between the deletion and the last put loses survivors.
+    Runtime complexity: O(size of the thread) round trips.
+    """
+    kept = [item for item in everything if location_of(item) in keep]
+    if len(kept) == len(everything):
+        return 0
+    tier.delete_thread(thread_id)
+    for item in kept:
+        parent = item.parent_config
+        if parent is not None and (location_of(item)[0], str(configurable(parent)["checkpoint_id"])) not in keep:
+            item = item._replace(parent_config=None)
+        put_tuple(tier, item, thread_id)
+    return len(everything) - len(kept)
+
+
+def survivors(
+    tier: DurableTier, thread_id: str, operation: Callable[[BoundedInMemorySaver, list[str]], None]
+) -> tuple[list[CheckpointTuple], set[tuple[str, str]]]:
+    """Every checkpoint of the thread, oldest first, and the (namespace, id) of those that survive
+    ``operation`` run on an in-memory copy of the thread (the engine's ancestry-aware rules). Nothing is
+    changed in the durable tier.
+
+    Runtime complexity: one ``list`` of the whole thread, and its copy in memory.
+    """
     from ..saver import BoundedInMemorySaver
 
-    everything = tier.list({"configurable": {"thread_id": thread_id}})
+    everything = _oldest_first(tier.list({"configurable": {"thread_id": thread_id}}))
     if not everything:
-        return False
+        return [], set()
     scratch = BoundedInMemorySaver(config=_UNBOUNDED, serde=tier.saver.serde)
-    for item in _oldest_first(everything):
+    for item in everything:
         _put_copy(scratch, item, thread_id)
     operation(scratch, [thread_id])
-    surviving = {_location(item) for item in scratch.list({"configurable": {"thread_id": thread_id}})}
-    if len(surviving) == len(everything):
-        return False
-    tier.delete_thread(thread_id)
-    for item in _oldest_first(everything):
-        if _location(item) in surviving:
-            put_tuple(tier, item, thread_id)
-    return True
+    return everything, {location_of(item) for item in scratch.list({"configurable": {"thread_id": thread_id}})}
 
 
 _UNBOUNDED = InMemoryCheckpointConfig(**vars(StoreLimits.unbounded()))
 
 
-def _location(item: CheckpointTuple) -> tuple[str, str]:
+def location_of(item: CheckpointTuple) -> tuple[str, str]:
+    """A read checkpoint's (namespace, id)."""
     located = configurable(item.config)
     return located.get("checkpoint_ns", "") or "", str(located["checkpoint_id"])
 

@@ -28,7 +28,15 @@ from ..locations import configurable, normalize_id, normalize_ids
 from .flushing import flush_all, flush_thread
 from .state import Shared, Tiers
 
-__all__ = ["adelete_thread", "copy_thread", "delete_for_runs", "delete_thread", "keep_latest"]
+__all__ = [
+    "adelete_thread",
+    "copy_thread",
+    "delete_for_runs",
+    "delete_thread",
+    "forget_deleted",
+    "keep_latest",
+    "leave_memory",
+]
 
 
 def delete_thread(tiers: Tiers, thread_id: str) -> None:
@@ -46,7 +54,7 @@ def delete_thread(tiers: Tiers, thread_id: str) -> None:
     with tiers.shared.gates.alone(target):
         newest = tiers.durable.list({"configurable": {"thread_id": target}}, limit=1)
         tiers.durable.delete_thread(target)
-        _forget_deleted(tiers.shared, target, newest)
+        forget_deleted(tiers.shared, target, _newest_id(newest))
 
 
 async def adelete_thread(tiers: Tiers, thread_id: str) -> None:
@@ -62,7 +70,7 @@ async def adelete_thread(tiers: Tiers, thread_id: str) -> None:
     async with tiers.shared.gates.aalone(target):
         newest = await tiers.durable.alist({"configurable": {"thread_id": target}}, limit=1)
         await tiers.durable.adelete_thread(target)
-        _forget_deleted(tiers.shared, target, newest)
+        forget_deleted(tiers.shared, target, _newest_id(newest))
 
 
 def delete_for_runs(tiers: Tiers, run_ids: Sequence[str]) -> None:
@@ -80,7 +88,7 @@ def delete_for_runs(tiers: Tiers, run_ids: Sequence[str]) -> None:
         return
     flush_all(tiers)
     rewritten = tiers.durable.delete_for_runs(runs)
-    _leave_memory(tiers.shared, rewritten, runs)
+    leave_memory(tiers.shared, rewritten, runs)
 
 
 def copy_thread(tiers: Tiers, source_thread_id: str, target_thread_id: str) -> None:
@@ -103,7 +111,7 @@ def copy_thread(tiers: Tiers, source_thread_id: str, target_thread_id: str) -> N
         tiers.durable.copy_thread(source, target)
     if copied:
         tiers.shared.deleted.forget(target)  # written on purpose again: its new checkpoints are welcome
-    _leave_memory(tiers.shared, {target}, [])
+    leave_memory(tiers.shared, {target}, [])
 
 
 def keep_latest(tiers: Tiers, thread_ids: Sequence[str]) -> None:
@@ -116,13 +124,13 @@ def keep_latest(tiers: Tiers, thread_ids: Sequence[str]) -> None:
         flush_thread(tiers, thread_id)
     if thread_ids:
         tiers.durable.prune(thread_ids, strategy="keep_latest")
-    _leave_memory(tiers.shared, set(thread_ids), [])
+    leave_memory(tiers.shared, set(thread_ids), [])
 
 
 # --- the hot tier, after the durable change ----------------------------------------------------------------------
 
 
-def _leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence[str]) -> None:
+def leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence[str] = ()) -> None:
     """After a change made in the durable tier: these threads (and the hot threads holding these runs)
     leave memory, to be read again. Threads with unflushed writes keep their copy (theirs is newer).
 
@@ -139,13 +147,17 @@ def _leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence
                 store.delete_thread(thread_id)
 
 
-def _forget_deleted(shared: Shared, thread_id: str, newest: list[CheckpointTuple]) -> None:
-    """After the durable deletion: the hot copy, the unflushed writes and what we knew go; a tombstone stays.
+def _newest_id(newest: list[CheckpointTuple]) -> str | None:
+    return str(configurable(newest[0].config)["checkpoint_id"]) if newest else None
+
+
+def forget_deleted(shared: Shared, thread_id: str, newest_id: str | None) -> None:
+    """After the durable deletion of a thread whose newest checkpoint was ``newest_id``: the hot copy, the
+    unflushed writes and what we knew go; a tombstone stays, refusing late writes that continue it.
 
     Runtime complexity: O(size of the thread's hot copy and of its unflushed writes).
     """
     store = shared.hot.store
-    newest_id = str(configurable(newest[0].config)["checkpoint_id"]) if newest else None
     dirty_newest = shared.dirty.newest_id(thread_id)
     with store.exclusive():
         shared.marks.move(thread_id)

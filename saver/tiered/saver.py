@@ -25,12 +25,14 @@ from ..config import InMemoryCheckpointConfig
 from ..engine import Blob, BlobKey, CheckpointRecord, Store
 from ..locations import channel_names, locate, normalize_ids, root_checkpoint_of
 from ..offload import rough_size
-from ..saver import PRUNE_STRATEGIES, BoundedInMemorySaver
+from ..saver import BoundedInMemorySaver, kept_per_namespace
 from . import flushing, hot_reads, hot_writes, read_through, removal
 from .conditional import CheckpointConflictError
 from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
+from .durable_format import kind_of
 from .pools import in_jobs_pool
+from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, run_pass
 from .settings import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
@@ -44,7 +46,7 @@ from .settings import (
     check_arguments,
 )
 from .state import Shared, Tiers, read_stats
-from .stats import TieredStats
+from .stats import RetentionStats, SweepReport, TieredStats
 
 __all__ = [
     "COHERENCE_MODES",
@@ -56,6 +58,9 @@ __all__ = [
     "WRITE_MODES",
     "Coherence",
     "Oversize",
+    "RetentionPolicy",
+    "RetentionStats",
+    "SweepReport",
     "ThreadDeletedError",
     "TieredSaver",
     "TieredStats",
@@ -102,7 +107,12 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             thread; nothing written; the stale hot copy leaves memory) instead of forking the thread in
             silence. Needs ``write="through"`` and a SQLite or PostgreSQL durable saver (the check and the put
             are one transaction; the tiered-storage guide says what it costs).
+        retention: How long the durable tier keeps a thread, and how many checkpoints of it
+            (``RetentionPolicy``: an idle TTL, ``keep_last``), swept in the background every
+            ``sweep_interval_seconds`` and by ``sweep()``. None (the default): everything is kept.
         clock: Monotonic seconds for the hot tier's idle expiry and the age of unflushed writes (tests inject one).
+        wall_clock: Unix seconds for retention's idle TTL (checkpoint ids hold the wall time of their put;
+            tests inject one).
 
     Raises:
         ValueError: A setting is invalid, naming it.
@@ -144,7 +154,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         max_dirty_seconds: float | None = None,
         oversize: Oversize = "durable",
         conditional_writes: bool = False,
+        retention: RetentionPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         config, settings = check_arguments(
             durable,
@@ -157,6 +169,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             oversize,
             conditional_writes,
         )
+        problem = kind_problem(retention, kind_of(durable))
+        if problem is not None:
+            raise ValueError(problem)
         super().__init__(serde=durable.serde)
         self.config = config
         self.flush_interval_seconds = settings.flush_interval_seconds
@@ -171,6 +186,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         self._shared = shared
         self._tiers = Tiers(shared, DurableTier(durable, shared.health), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
+        self._sweeper = None if retention is None else Sweeper.for_tiers(retention, self._tiers, wall_clock)
         if write == "back":
             flushing.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()
@@ -223,22 +239,34 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     # --- lifetime (entered and left as a context: background.Resumable) ----------------------------------------
 
     def resume(self) -> None:
-        """Start the background work: write-back's periodic flush, and the hot tier's expiry sweep when
-        ``purge_interval_seconds`` asks for one. Runtime complexity: O(1).
+        """Start the background work: write-back's periodic flush, retention's sweeps, and the hot tier's
+        expiry sweep when ``purge_interval_seconds`` asks for one. Runtime complexity: O(1).
         """
         shared = self._shared
         shared.hot.resume()
-        if shared.write != "back" or shared.background:
+        if shared.background:
             return
-        shared.background.append(
-            Periodic(
-                self._tiers,
-                flushing.flush_in_background,
-                self.flush_interval_seconds,
-                "tiered-write-back-flush",
-                health=shared.flush_health,
+        if shared.write == "back":
+            shared.background.append(
+                Periodic(
+                    self._tiers,
+                    flushing.flush_in_background,
+                    self.flush_interval_seconds,
+                    "tiered-write-back-flush",
+                    health=shared.flush_health,
+                )
             )
-        )
+        sweeper = self._sweeper
+        if sweeper is not None:
+            shared.background.append(
+                Periodic(
+                    self._tiers,
+                    lambda tiers: run_pass(tiers, sweeper, max_threads=sweeper.policy.max_threads_per_sweep),
+                    sweeper.policy.sweep_interval_seconds,
+                    "tiered-retention-sweep",
+                    health=shared.sweep_health,
+                )
+            )
 
     def close(self) -> None:
         """Stop the background work, flush every unflushed write (write-back) and deliver what is queued.
@@ -269,6 +297,36 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         while shared.background:
             shared.background.pop().stop()
         shared.hot.close()
+
+    @property
+    def retention(self) -> RetentionPolicy | None:
+        """The retention policy (None: the durable tier keeps everything)."""
+        return None if self._sweeper is None else self._sweeper.policy
+
+    def sweep(self, *, max_threads: int | None = None) -> SweepReport:
+        """Run a retention pass now: every thread due under the policy (or at most ``max_threads`` of them),
+        each removed from both tiers in one durable transaction; return what it removed and what it left due
+        (past ``max_threads``, in use in this process, or whose removal failed: ``SweepReport.due``).
+
+        Raises:
+            ValueError: The saver has no retention policy, or ``max_threads`` is not a whole number of at
+                least 1.
+            Exception: The durable tier failed to find due threads (counted in ``stats().retention``); what
+                was removed before stays removed.
+
+        Runtime complexity: SQL savers: an index range over the checkpoint ids written since the last pass,
+        plus one transaction per due thread reading its ids and deleting what goes; other savers: a
+        ``list(None)`` of everything stored, plus O(size of each due thread) round trips.
+        """
+        if self._sweeper is None:
+            raise ValueError("sweep() needs a retention policy: TieredSaver(durable, retention=RetentionPolicy(...))")
+        if max_threads is not None and (type(max_threads) is not int or max_threads < 1):
+            raise ValueError(f"max_threads must be a whole number of at least 1 or None, got {max_threads!r:.40}")
+        return run_pass(self._tiers, self._sweeper, max_threads=max_threads)
+
+    async def asweep(self, *, max_threads: int | None = None) -> SweepReport:
+        """Async ``sweep``, in a worker thread of the saver's jobs pool. Runtime complexity: that of ``sweep``."""
+        return await in_jobs_pool(lambda: self.sweep(max_threads=max_threads))
 
     def flush(self) -> int:
         """Write every unflushed write to the durable tier, thread by thread, oldest first; return how many.
@@ -698,30 +756,41 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """Async ``copy_thread``, in a worker thread of the saver's jobs pool: it copies a whole thread."""
         await in_jobs_pool(lambda: self.copy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Prune threads in both tiers: ``"keep_latest"`` per namespace, or ``"delete"`` them.
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """Prune threads in both tiers: ``"keep_latest"`` or ``"keep_last"`` checkpoints per namespace, or
+        ``"delete"`` them.
 
         ``"delete"`` (or the Agent Server's ``"delete_all"``) is
         ``delete_thread`` for each. ``"keep_latest"`` uses the durable saver's
         own ``prune`` where it has one (``PostgresSaver``; where it refuses a
         thread, as for a ``DeltaChannel``, the emulation runs), else rewrites
         each thread keeping each namespace's latest checkpoint and the
-        ancestors it needs. The threads leave memory, to be read again.
+        ancestors it needs. ``"keep_last"`` keeps each namespace's newest
+        ``keep_last`` checkpoints with their pending writes and the ancestors
+        their ``DeltaChannel`` values need, and removes the subgraph calls
+        that started from a removed root checkpoint: for SQLite and
+        PostgreSQL in one transaction per thread, for other savers by
+        rewriting the thread (counted in ``stats().retention``). The threads
+        leave memory, to be read again; their unflushed writes are flushed first.
 
         Raises:
-            ValueError: Unknown strategy, or an invalid thread id; nothing changed.
+            ValueError: Unknown strategy, ``keep_last`` missing or not a whole number of at least 1 (or given
+                with another strategy), or an invalid thread id; nothing changed.
 
         Runtime complexity: the durable saver's, or O(size of the threads) round trips.
         """
-        if strategy not in PRUNE_STRATEGIES:
-            raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
+        kept = kept_per_namespace(strategy, keep_last)
         ids = normalize_ids("thread_ids", thread_ids)
-        if strategy != "keep_latest":
+        if kept is None:
             for thread_id in ids:
                 self.delete_thread(thread_id)
-            return
-        removal.keep_latest(self._tiers, ids)
+        elif strategy == "keep_latest":
+            removal.keep_latest(self._tiers, ids)
+        else:
+            prune_threads(self._tiers, ids, kept)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None
+    ) -> None:
         """Async ``prune``, in a worker thread of the saver's jobs pool: it reads and rewrites whole threads."""
-        await in_jobs_pool(lambda: self.prune(thread_ids, strategy=strategy))
+        await in_jobs_pool(lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last))

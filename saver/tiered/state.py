@@ -29,7 +29,7 @@ from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThread
 from .durable import DurableHealth, DurableTier
 from .residency import EarlyWrites, ResidencyLedger
 from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
-from .stats import Counters, TieredStats
+from .stats import Counters, RetentionTotals, TieredStats
 from .writeback import DirtyLedger
 
 __all__ = ["Shared", "Tiers", "alive", "count_rejection", "read_stats", "sweep"]
@@ -69,6 +69,8 @@ class Shared:
         self.spill_requests: set[str] = set()
         self.background: list[Periodic[Tiers]] = []
         self.flush_health = JobHealth()
+        self.retention_totals = RetentionTotals()  # what retention removed: sweeps and keep_last prunes
+        self.sweep_health = JobHealth()
 
     def on_hot_drop(self, dropped: DroppedThread, export: ThreadExport) -> None:
         """The hot tier evicted or expired a thread: forget what we knew of its copy and its tombstone
@@ -148,6 +150,7 @@ def read_stats(shared: Shared) -> TieredStats:
             unstorable_writes=counters.unstorable_writes,
             last_unstorable=last_unstorable(shared),
             rejections=dict(counters.rejections),
+            retention=shared.retention_totals.stats,
         )
 
 

@@ -1,4 +1,5 @@
-"""What a ``TieredSaver`` counts: ``TieredStats``, the answer of ``stats()``, and the counters behind it.
+"""What a ``TieredSaver`` counts: ``TieredStats``, the answer of ``stats()``, and the counters behind it;
+retention's ``SweepReport`` (one pass) and ``RetentionStats`` (``stats().retention``).
 
 The counters are plain fields changed in place by the paths that count them
 (hits and misses, admissions, flushes and spills, coherence checks,
@@ -8,15 +9,122 @@ them all under that lock into one frozen ``TieredStats``.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine import render_rows, size_text
 from ..saver import SaverStats
 from .settings import Coherence, WriteMode
 
-__all__ = ["Counters", "TieredStats"]
+__all__ = ["Counters", "RetentionStats", "RetentionTotals", "SweepReport", "TieredStats"]
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What one sweep pass (or ``prune``) removed from both tiers, and what it left due.
+
+    Attributes:
+        deleted_threads: Threads deleted whole (idle past the TTL, ``strategy="delete"``).
+        pruned_threads: Threads that kept their newest checkpoints and lost older ones (``keep_latest`` for
+            idle threads, ``keep_last`` for long ones).
+        checkpoints: Checkpoints removed.
+        writes: Pending writes removed with them.
+        nbytes: Bytes of the rows removed, as the durable database measures them (SQLite: payload lengths;
+            PostgreSQL: ``pg_column_size``; 0 for other savers, which cannot tell).
+        due: Threads found due and not swept: past the pass's bound (``max_threads_per_sweep``), in use
+            now, or failed; the next pass takes them first.
+        in_use: Of those, threads skipped because they are in use in this process (a write under way or
+            unflushed, or a read within the TTL).
+        failures: Threads whose removal the durable tier failed (each left as it was, in one transaction).
+        seconds: How long the pass took.
+    """
+
+    deleted_threads: int = 0
+    pruned_threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    nbytes: int = 0
+    due: int = 0
+    in_use: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.deleted_threads:,} threads deleted, {self.pruned_threads:,} pruned: {self.checkpoints:,} "
+            f"checkpoints, {self.writes:,} writes, {size_text(self.nbytes)} removed in {self.seconds:.3g} s; "
+            f"{self.due:,} due ({self.in_use:,} in use), {self.failures:,} failed"
+        )
+
+
+@dataclass(frozen=True)
+class RetentionStats:
+    """What retention removed over the saver's life, and what is due now.
+
+    Attributes:
+        sweeps: Passes run (background and ``sweep()``).
+        sweep_seconds: Time spent in passes, in all.
+        sweep_failures: Passes the durable tier failed, plus threads whose removal failed.
+        last_sweep_error: The last such failure, as ``ExceptionType: message``, or None.
+        deleted_threads: Threads deleted whole.
+        pruned_threads: Threads pruned (by a pass or by ``prune(strategy="keep_last")``).
+        checkpoints: Checkpoints removed.
+        writes: Pending writes removed.
+        nbytes: Bytes reclaimed in the durable database (SQLite and PostgreSQL).
+        due_threads: Threads the last pass found due and left for the next (0 before any pass).
+    """
+
+    sweeps: int = 0
+    sweep_seconds: float = 0.0
+    sweep_failures: int = 0
+    last_sweep_error: str | None = None
+    deleted_threads: int = 0
+    pruned_threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    nbytes: int = 0
+    due_threads: int = 0
+
+    def __str__(self) -> str:
+        last = f" (last: {self.last_sweep_error})" if self.last_sweep_error else ""
+        return (
+            f"{self.sweeps:,} sweeps ({self.sweep_seconds:.3g} s), {self.sweep_failures:,} failed{last}; "
+            f"{self.deleted_threads:,} threads deleted, {self.pruned_threads:,} pruned, {self.checkpoints:,} "
+            f"checkpoints, {self.writes:,} writes, {size_text(self.nbytes)} reclaimed; {self.due_threads:,} due"
+        )
+
+
+@dataclass
+class RetentionTotals:
+    """The counters behind ``RetentionStats``, changed under their own lock (passes are rare and never hold
+    the hot store's lock across the durable tier)."""
+
+    stats: RetentionStats = field(default_factory=RetentionStats)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, report: SweepReport, *, sweep: bool, error: str | None = None) -> None:
+        """Add what a pass (``sweep=True``) or a prune removed. Runtime complexity: O(1)."""
+        with self.lock:
+            s = self.stats
+            self.stats = RetentionStats(
+                sweeps=s.sweeps + sweep,
+                sweep_seconds=s.sweep_seconds + (report.seconds if sweep else 0.0),
+                sweep_failures=s.sweep_failures + report.failures + (error is not None),
+                last_sweep_error=error or s.last_sweep_error,
+                deleted_threads=s.deleted_threads + report.deleted_threads,
+                pruned_threads=s.pruned_threads + report.pruned_threads,
+                checkpoints=s.checkpoints + report.checkpoints,
+                writes=s.writes + report.writes,
+                nbytes=s.nbytes + report.nbytes,
+                due_threads=report.due if sweep else s.due_threads,
+            )
+
+    def note_error(self, error: str) -> None:
+        """Remember a thread's failed removal as the last error. Runtime complexity: O(1)."""
+        with self.lock:
+            self.stats = replace(self.stats, last_sweep_error=error)
 
 
 @dataclass(frozen=True)
@@ -62,6 +170,8 @@ class TieredStats:
         unstorable_writes: The checkpoints and write batches dropped so.
         last_unstorable: The last such thread, the checkpoint its drop began at and the durable failure, or None.
         rejections: Writes refused before the durable write, by limit (and ``deleted_thread``).
+        retention: What retention removed from both tiers (``RetentionPolicy``'s sweeps and
+            ``prune(strategy="keep_last")``), and what is due.
     """
 
     hot: SaverStats
@@ -98,6 +208,7 @@ class TieredStats:
     unstorable_writes: int
     last_unstorable: str | None
     rejections: Mapping[str, int] = field(default_factory=dict)
+    retention: RetentionStats = field(default_factory=RetentionStats)
 
     def __str__(self) -> str:
         """The readable form: the tiered saver's lines, then the hot tier's, indented (``repr()`` keeps the
@@ -137,6 +248,7 @@ class TieredStats:
             ("unstorable", f"{self.unstorable_threads:,} threads, {self.unstorable_writes:,} writes dropped"),
             *([("last unstorable", self.last_unstorable)] if self.last_unstorable else []),
             ("deleted", f"{self.deleted_thread_records:,} deleted threads remembered"),
+            ("retention", str(self.retention)),
             (
                 "rejections",
                 ", ".join(f"{count:,} for {limit}" for limit, count in sorted(self.rejections.items())) or "none",

@@ -21,8 +21,19 @@ import pytest
 
 from tests.support.paths import ROOT
 
-PACKAGES = {"engine": ROOT / "engine", "saver": ROOT / "saver", "tiered": ROOT / "saver" / "tiered"}
-ABSOLUTE = {"engine": "langgraph.checkpoint.bounded.engine.", "saver": "langgraph.checkpoint.bounded.", "tiered": ""}
+PACKAGES = {
+    "engine": ROOT / "engine",
+    "saver": ROOT / "saver",
+    "tiered": ROOT / "saver" / "tiered",
+    "retention": ROOT / "saver" / "tiered" / "retention",
+}
+ABSOLUTE = {
+    "engine": "langgraph.checkpoint.bounded.engine.",
+    "saver": "langgraph.checkpoint.bounded.",
+    "tiered": "",
+    "retention": "",
+}
+SUBPACKAGES = {"tiered": {"retention"}}  # a folder of a room: one module of it, whose files' imports are its own
 
 ENGINE_LAYERS = [
     {"__init__"},  # the package's exports
@@ -43,6 +54,7 @@ ENGINE_LAYERS = [
 TIERED_LAYERS = [
     {"__init__"},  # the package's exports
     {"saver"},  # the public face: TieredSaver, whose methods choose a path
+    {"retention"},  # the durable tier bounded too: policies, sweeps, one thread's removal (a folder)
     {"removal", "read_through"},  # paths through both tiers
     {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
     {"state"},  # what every with_allowlist() copy shares
@@ -51,6 +63,14 @@ TIERED_LAYERS = [
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
     {"durable_format", "pools", "writeback", "residency", "coordination"},  # leaves
+]
+RETENTION_LAYERS = [
+    {"__init__"},
+    {"sweep"},  # passes: finding due threads, a bounded number a pass
+    {"threads"},  # one thread's removal in both tiers
+    {"plan"},  # what a prune removes, from ids alone
+    {"storage", "policy"},  # the SQL, run in one transaction; the policy
+    {"ids"},  # the time inside a checkpoint id
 ]
 MAY_IMPORT_TIERED = {"__init__", "serving", "metrics", "cli"}  # saver/ modules that are not the memory saver
 
@@ -70,12 +90,13 @@ def imported_names(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def local_imports(path: Path, package: str) -> set[str]:
-    """The modules of the same package that ``path`` imports, ``TYPE_CHECKING`` blocks included."""
+def local_imports(path: Path, package: str, level_of_package: int = 1) -> set[str]:
+    """The modules of the same package that ``path`` imports, ``TYPE_CHECKING`` blocks included (a file of a
+    subpackage reaches its package at ``level_of_package`` 2)."""
     found: set[str] = set()
     prefix = ABSOLUTE[package]
     for level, module in imported_names(path):
-        if level == 1:  # from .x import y, or from . import x
+        if level == level_of_package:  # from .x import y, or from . import x
             found.add(module.split(".")[0])
         elif level == 0 and prefix and module.startswith(prefix):
             found.add(module.removeprefix(prefix).split(".")[0])
@@ -83,9 +104,16 @@ def local_imports(path: Path, package: str) -> set[str]:
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports; a subpackage is one module, importing what its
+    files import of the package."""
     folder = PACKAGES[package]
-    modules = {path.stem for path in folder.glob("*.py")}
-    return {path.stem: local_imports(path, package) & modules - {path.stem} for path in folder.glob("*.py")}
+    subpackages = SUBPACKAGES.get(package, set())
+    modules = {path.stem for path in folder.glob("*.py")} | subpackages
+    graph = {path.stem: local_imports(path, package) & modules - {path.stem} for path in folder.glob("*.py")}
+    for name in subpackages:
+        inner = set().union(*(local_imports(path, package, 2) for path in (folder / name).glob("*.py")))
+        graph[name] = inner & modules - {name}
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -131,10 +159,14 @@ def test_every_engine_module_has_a_layer() -> None:
 
 def test_every_tiered_module_has_a_layer() -> None:
     placed = set().union(*TIERED_LAYERS)
-    assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} == placed
+    assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} | SUBPACKAGES["tiered"] == placed
+    assert {path.stem for path in PACKAGES["retention"].glob("*.py")} == set().union(*RETENTION_LAYERS)
 
 
-@pytest.mark.parametrize(("package", "layers"), [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS)])
+@pytest.mark.parametrize(
+    ("package", "layers"),
+    [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS), ("retention", RETENTION_LAYERS)],
+)
 def test_modules_import_only_from_lower_layers(package: str, layers: list[set[str]]) -> None:
     layer = {module: depth for depth, modules in enumerate(layers) for module in modules}
     upward = [
@@ -147,14 +179,18 @@ def test_modules_import_only_from_lower_layers(package: str, layers: list[set[st
 
 
 def saver_modules() -> list[tuple[str, Path]]:
-    """Every module of ``saver/`` and of ``saver/tiered/``, with the package it is in."""
-    return [(package, path) for package in ("saver", "tiered") for path in sorted(PACKAGES[package].glob("*.py"))]
+    """Every module of ``saver/``, ``saver/tiered/`` and ``saver/tiered/retention/``, with its package."""
+    return [
+        (package, path)
+        for package in ("saver", "tiered", "retention")
+        for path in sorted(PACKAGES[package].glob("*.py"))
+    ]
 
 
 def test_the_saver_uses_the_engine_only_through_its_exports() -> None:
     offenders = []
     for package, path in saver_modules():
-        engine_level = 1 if package == "saver" else 2
+        engine_level = {"saver": 1, "tiered": 2, "retention": 3}[package]
         for level, module in imported_names(path):
             reaching = (level == engine_level and module.startswith("engine.")) or module.startswith(
                 "langgraph.checkpoint.bounded.engine."

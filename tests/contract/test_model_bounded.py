@@ -262,18 +262,26 @@ class BoundedInvariants(RuleBasedStateMachine):
         self.sync_shadow_removals(threads)
         self.assert_histories_kept(before)
 
-    @rule(threads=st.lists(S.thread_ids, min_size=1, max_size=2, unique=True), keep_latest=st.booleans())
-    def prune(self, threads, keep_latest):
-        latest = {(t, ns): ids[0] for t in threads for ns in NAMESPACES if (ids := self.stored_ids(t, ns))}
+    @rule(
+        threads=st.lists(S.thread_ids, min_size=1, max_size=2, unique=True),
+        strategy=st.sampled_from(["delete", "keep_latest", "keep_last"]),
+        keep_last=st.integers(1, 3),
+    )
+    def prune(self, threads, strategy, keep_last):
+        kept = 1 if strategy == "keep_latest" else keep_last
+        newest = {(t, ns): ids[:kept] for t in threads for ns in NAMESPACES if (ids := self.stored_ids(t, ns))}
         before = self.protected_histories(threads)
-        self.ours.prune(threads, strategy="keep_latest" if keep_latest else "delete")
-        if not keep_latest:
+        if strategy == "keep_last":
+            self.ours.prune(threads, strategy="keep_last", keep_last=keep_last)
+        else:
+            self.ours.prune(threads, strategy=strategy)
+        if strategy == "delete":
             for thread in threads:
                 self.remove_from_shadow(thread)
             return
         self.sync_shadow_removals(threads)
-        for (thread, namespace), checkpoint_id in latest.items():
-            assert self.stored_ids(thread, namespace)[0] == checkpoint_id, "prune lost the latest checkpoint"
+        for (thread, namespace), checkpoint_ids in newest.items():
+            assert self.stored_ids(thread, namespace)[: len(checkpoint_ids)] == checkpoint_ids, "prune lost a newest"
         self.assert_histories_kept(before)
 
     @rule(source=S.thread_ids, destination=S.thread_ids)

@@ -483,7 +483,7 @@ def test_the_kept_estimate_equals_a_recount_on_every_path() -> None:
                 elif roll < 0.87:
                     store.delete_runs([rng.choice(["r", "rü"])])
                 elif roll < 0.93:
-                    store.prune([thread], keep_latest=True)
+                    store.prune([thread], keep_last=rng.choice([1, 1, 2]))
                 else:
                     exported = store.export_thread(thread)
                     if exported is not None:

@@ -450,7 +450,7 @@ def test_prune_and_delete_for_runs_recount_a_threads_runs_once_however_many_name
     monkeypatch.undo()  # check() recounts too
     store.check()  # the run index included
     monkeypatch.setattr(Thread, "recount_runs", lambda thread: recounts.append(1) or recount_runs(thread))
-    store.prune(["t"], keep_latest=True)
+    store.prune(["t"], keep_last=1)
     assert len(recounts) == 2
     monkeypatch.undo()
     store.check()

@@ -19,9 +19,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, TieredStats
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionStats, TieredSaver, TieredStats
 from langgraph.checkpoint.bounded import serving as serving_module
-from langgraph.checkpoint.bounded.metrics import TIERED_PREFIX, TIERED_STATS_NOT_EXPORTED, register_metrics
+from langgraph.checkpoint.bounded.metrics import (
+    RETENTION_PREFIX,
+    RETENTION_STATS_NOT_EXPORTED,
+    TIERED_PREFIX,
+    TIERED_STATS_NOT_EXPORTED,
+    register_metrics,
+)
 from langgraph.checkpoint.bounded.serving import (
     EMBEDDED_SQLITE_FILE,
     ENV_PREFIX,
@@ -154,6 +160,12 @@ def test_every_tiered_counter_is_a_metric(tmp_path: Path) -> None:
         if field.name not in TIERED_STATS_NOT_EXPORTED and f"{TIERED_PREFIX}{field.name}" not in text
     ]
     assert missing == []
+    missing_retention = [
+        field.name
+        for field in fields(RetentionStats)
+        if field.name not in RETENTION_STATS_NOT_EXPORTED and f"{RETENTION_PREFIX}{field.name}" not in text
+    ]
+    assert missing_retention == []
     assert (
         'langgraph_checkpoint_bounded_tiered_info{coherence="sticky",durable="SqliteSaver",write="through"} 1.0' in text
     )

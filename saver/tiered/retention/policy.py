@@ -1,0 +1,157 @@
+"""``RetentionPolicy``: how long the durable tier keeps a thread, and how much of it.
+
+LangGraph's savers keep every checkpoint of every thread forever. A retention
+policy bounds what ``TieredSaver``'s durable tier holds, swept in the
+background (``retention.sweep``):
+
+* ``idle_ttl_seconds``: a thread with no write for longer than this (its newest
+  checkpoint is older: LangGraph's checkpoint ids are uuid6, the time of their
+  put inside) is deleted (``strategy="delete"``), or keeps its newest
+  checkpoint per namespace with that checkpoint's pending writes
+  (``strategy="keep_latest"``), the Agent Server's two strategies;
+* ``keep_last``: every namespace keeps its newest ``keep_last`` checkpoints;
+* either way, every checkpoint a kept one needs survives: the ancestors that
+  rebuild its ``DeltaChannel`` values, and its pending writes, so an
+  interrupted run resumes and completed tasks do not run again.
+
+The Agent Server's ``langgraph.json`` says the same in minutes
+(``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
+"sweep_interval_minutes": 60}}``): ``RetentionPolicy.from_agent_server_ttl``
+reads that block.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..durable_format import Kind
+
+__all__ = ["DEFAULT_SWEEP_INTERVAL_SECONDS", "STRATEGIES", "RetentionPolicy", "Strategy", "kind_problem"]
+
+Strategy = Literal["delete", "keep_latest"]
+STRATEGIES: tuple[Strategy, ...] = ("delete", "keep_latest")
+
+DEFAULT_SWEEP_INTERVAL_SECONDS = 3600.0
+"""The Agent Server's default ``sweep_interval_minutes`` (60)."""
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """How long ``TieredSaver``'s durable tier keeps a thread, and how many checkpoints of it.
+
+    Attributes:
+        idle_ttl_seconds: A thread with no write for longer than this is swept (None: never).
+        strategy: What sweeping an idle thread does: ``"delete"`` it from both tiers, or ``"keep_latest"``:
+            keep each namespace's newest checkpoint, its pending writes and the ancestors it needs.
+        keep_last: Every namespace keeps its newest ``keep_last`` checkpoints, their pending writes and the
+            ancestors they need (None: no count).
+        sweep_interval_seconds: Seconds between background sweeps (``math.inf``: only ``sweep()``).
+        max_threads_per_sweep: Threads one background pass takes at most (bounded work); the rest wait for
+            the next pass, counted as due (``stats().retention.due_threads``). ``sweep()`` takes them all.
+
+    Raises:
+        ValueError: A value is invalid, naming the field.
+
+    Example:
+        ```python
+        from langgraph.checkpoint.bounded import RetentionPolicy
+
+        policy = RetentionPolicy(idle_ttl_seconds=30 * 24 * 3600, keep_last=50, sweep_interval_seconds=600)
+        ```
+    """
+
+    idle_ttl_seconds: float | None = None
+    strategy: Strategy = "delete"
+    keep_last: int | None = None
+    sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
+    max_threads_per_sweep: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.idle_ttl_seconds is not None:
+            _positive("idle_ttl_seconds", self.idle_ttl_seconds, allow_inf=False)
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r:.40}")
+        if self.keep_last is not None:
+            _whole("keep_last", self.keep_last)
+        _positive("sweep_interval_seconds", self.sweep_interval_seconds, allow_inf=True)
+        _whole("max_threads_per_sweep", self.max_threads_per_sweep)
+
+    @property
+    def keeps_checkpoints(self) -> bool:
+        """Whether a sweep prunes threads (keeps some checkpoints) rather than only deleting whole ones.
+        Runtime complexity: O(1)."""
+        return self.keep_last is not None or (self.idle_ttl_seconds is not None and self.strategy == "keep_latest")
+
+    @classmethod
+    def from_agent_server_ttl(cls, ttl: Mapping[str, Any], **overrides: Any) -> RetentionPolicy:
+        """The policy a ``langgraph.json`` ``checkpointer.ttl`` block describes (minutes), with ``overrides``.
+
+        ``default_ttl`` (minutes) is ``idle_ttl_seconds``, ``strategy`` the strategy (``"delete"`` or
+        ``"keep_latest"``), ``sweep_interval_minutes`` the sweep interval (60 by default).
+
+        Raises:
+            ValueError: A key this policy does not know, or a value out of range, naming it.
+
+        Runtime complexity: O(1).
+        """
+        unknown = sorted(set(ttl) - {"default_ttl", "strategy", "sweep_interval_minutes"})
+        if unknown:
+            raise ValueError(
+                f"checkpointer.ttl: unknown keys {unknown}: expected default_ttl, strategy, sweep_interval_minutes"
+            )
+        settings: dict[str, Any] = {}
+        if ttl.get("default_ttl") is not None:
+            settings["idle_ttl_seconds"] = _minutes("checkpointer.ttl.default_ttl", ttl["default_ttl"])
+        if "strategy" in ttl:
+            settings["strategy"] = ttl["strategy"]
+        if ttl.get("sweep_interval_minutes") is not None:
+            settings["sweep_interval_seconds"] = _minutes(
+                "checkpointer.ttl.sweep_interval_minutes", ttl["sweep_interval_minutes"]
+            )
+        return cls(**{**settings, **overrides})
+
+
+def kind_problem(policy: object, kind: Kind) -> str | None:
+    """Why ``policy`` cannot be a ``TieredSaver``'s ``retention`` over a durable saver of ``kind``, or None.
+
+    Pruning a thread of a saver retention has no SQL for means rewriting it (delete it, put back what
+    stays), which a crash can interrupt: allowed for ``InMemorySaver`` (a crash loses it whole anyway),
+    refused for other savers; deleting whole idle threads works on any saver that deletes threads.
+
+    Runtime complexity: O(1).
+    """
+    if policy is None:
+        return None
+    if not isinstance(policy, RetentionPolicy):
+        return f"retention must be a RetentionPolicy or None, got {type(policy).__name__}"
+    if kind == "other" and policy.keeps_checkpoints:
+        return (
+            "retention: keep_last and strategy='keep_latest' need a SQLite, PostgreSQL or InMemory durable saver "
+            "(a thread of another saver can only be pruned by rewriting it, which a crash could interrupt); "
+            "strategy='delete' with idle_ttl_seconds works with any saver"
+        )
+    return None
+
+
+def _number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and not math.isnan(value)
+
+
+def _positive(name: str, value: object, *, allow_inf: bool) -> None:
+    if not _number(value) or not value > 0 or (not allow_inf and value == math.inf):  # type: ignore[operator]
+        what = "a positive number of seconds" + (" (or math.inf)" if allow_inf else "")
+        raise ValueError(f"{name} must be {what}, got {value!r:.40}")
+
+
+def _whole(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r:.40}")
+
+
+def _minutes(name: str, value: object) -> float:
+    if not _number(value) or not value > 0:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a positive number of minutes, got {value!r:.40}")
+    return float(value) * 60  # type: ignore[arg-type]
