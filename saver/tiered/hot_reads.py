@@ -25,7 +25,7 @@ from ..engine import CheckpointView
 from ..locations import checkpoint_id_of, configurable, locate, namespace_of
 from .durable_format import Newest
 from .pools import in_jobs_pool
-from .state import Shared, Tiers
+from .state import Shared, Tiers, alive
 
 __all__ = [
     "UNKNOWN",
@@ -223,6 +223,8 @@ def hot_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple] | None
     thread_id, namespace = request.thread_id, request.namespace
     with store.exclusive():
         stored = store.last_used(thread_id) is not None
+        if stored and not alive(store, thread_id):
+            return None  # expiring: the hot list would drop it and answer nothing, the durable tier answers
         entry = shared.residency.lookup(thread_id, stored)
         if entry is None:
             return None

@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
+from tests.support.tiered import put_chain
 
 WAIT = 60.0
 ONE_THREAD = InMemoryCheckpointConfig(max_threads=1)
@@ -551,3 +552,25 @@ def test_a_ui_polling_state_while_runs_go_on_never_makes_a_run_lose_a_step(
     tiered.flush()
     tiered.check()
     tiered.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_list_of_a_thread_past_the_hot_ttl_reads_the_durable_tier(tmp_path: Path, use_async: bool) -> None:
+    """The hot tier drops a thread past ``idle_ttl_seconds`` lazily, at its next use: a ``list()`` must not
+    take that drop for the thread's history (it answered ``[]`` while the durable tier held it all)."""
+    now = [0.0]
+    saver = TieredSaver(
+        sqlite_durable(tmp_path / "t.db"),
+        config=InMemoryCheckpointConfig(idle_ttl_seconds=60),
+        clock=lambda: now[0],
+    )
+    assert saver.get_tuple(config("t")) is None  # as a graph's first read: the hot tier then holds it whole
+    written = put_chain(saver, "t", 3)
+    now[0] += 61
+    if use_async:
+        listed = [t async for t in saver.alist(config("t"))]
+    else:
+        listed = list(saver.list(config("t")))
+    assert [t.config["configurable"]["checkpoint_id"] for t in listed] == [
+        c["configurable"]["checkpoint_id"] for c in reversed(written)
+    ]
