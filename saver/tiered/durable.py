@@ -567,6 +567,12 @@ def survivors(
     ``operation`` run on an in-memory copy of the thread (the engine's ancestry-aware rules). Nothing is
     changed in the durable tier.
 
+    The copy seeds a ``DeltaChannel`` at a checkpoint only where the durable saver returns its value for
+    that very checkpoint: a saver that stores values inline (``SqliteSaver``) returns none at a checkpoint
+    that shares its version with the snapshot before it, and removing that snapshot would lose the value.
+    So each copied checkpoint's versions are its own (the engine shares a value between checkpoints of one
+    version, as ``InMemorySaver`` and ``PostgresSaver`` do, but not every saver does).
+
     Runtime complexity: one ``list`` of the whole thread, and its copy in memory.
     """
     from ..saver import BoundedInMemorySaver
@@ -576,12 +582,22 @@ def survivors(
         return [], set()
     scratch = BoundedInMemorySaver(config=_UNBOUNDED, serde=tier.saver.serde)
     for item in everything:
-        _put_copy(scratch, item, thread_id)
+        _put_copy(scratch, _own_versions(item), thread_id)
     operation(scratch, [thread_id])
     return everything, {location_of(item) for item in scratch.list({"configurable": {"thread_id": thread_id}})}
 
 
 _UNBOUNDED = InMemoryCheckpointConfig(**vars(StoreLimits.unbounded()))
+
+
+def _own_versions(item: CheckpointTuple) -> CheckpointTuple:
+    """The checkpoint with versions no other checkpoint shares (for a planning copy: see ``survivors``)."""
+    checkpoint: dict[str, Any] = dict(item.checkpoint)
+    suffix = f"@{checkpoint.get('id', '')}"
+    checkpoint["channel_versions"] = {
+        channel: f"{version}{suffix}" for channel, version in checkpoint.get("channel_versions", {}).items()
+    }
+    return item._replace(checkpoint=cast(Checkpoint, checkpoint))
 
 
 def location_of(item: CheckpointTuple) -> tuple[str, str]:

@@ -567,10 +567,7 @@ async def test_a_list_of_a_thread_past_the_hot_ttl_reads_the_durable_tier(tmp_pa
     assert saver.get_tuple(config("t")) is None  # as a graph's first read: the hot tier then holds it whole
     written = put_chain(saver, "t", 3)
     now[0] += 61
-    if use_async:
-        listed = [t async for t in saver.alist(config("t"))]
-    else:
-        listed = list(saver.list(config("t")))
+    listed = [t async for t in saver.alist(config("t"))] if use_async else list(saver.list(config("t")))
     assert [t.config["configurable"]["checkpoint_id"] for t in listed] == [
         c["configurable"]["checkpoint_id"] for c in reversed(written)
     ]

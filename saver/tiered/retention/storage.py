@@ -130,9 +130,10 @@ class SqlDialect:
         """``column IN (...)`` for ``count`` values."""
         return f"{column} IN ({', '.join('?' * count)})"
 
-    def create_index(self) -> str:
-        """The index retention finds due threads with: checkpoint ids (times) first, their threads beside."""
-        return f"CREATE INDEX IF NOT EXISTS {INDEX} ON checkpoints (checkpoint_id, thread_id)"
+    def create_index(self) -> Plan[None]:
+        """Create the index retention finds due threads with: checkpoint ids (times) first, their threads
+        beside (run outside a transaction)."""
+        yield f"CREATE INDEX IF NOT EXISTS {INDEX} ON checkpoints (checkpoint_id, thread_id)", ()
 
     # --- finding due threads (reads of the index, no payload) -----------------------------------------------
 
@@ -316,6 +317,13 @@ class PostgresDialect(SqlDialect):
     def params(self, sql: str) -> str:
         return sql.replace("?", "%s")  # psycopg's placeholders
 
+    def create_index(self) -> Plan[None]:
+        # Concurrently: writers do not wait for the build. Two processes building it at once may deadlock, and
+        # one fails (the sweep logs it and goes on; the index is there at its next pass). A crash mid-build
+        # leaves an invalid index, which IF NOT EXISTS keeps: the queries stay right, and slower (DROP INDEX
+        # it to have it built again).
+        yield f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON checkpoints (checkpoint_id, thread_id)", ()
+
     def lock(self, thread_id: str) -> Plan[None]:
         # a transaction-scoped advisory lock: two sweepers of one thread take turns (no deadlock between them)
         yield "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bounded-retention:{thread_id}",)
@@ -349,7 +357,7 @@ def _drive_sync(cursor: Any, plan: Plan[T]) -> T:
         while True:
             cursor.execute(sql, parameters)
             rows = cursor.fetchall() if cursor.description is not None else []
-            sql, parameters = plan.send([tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in rows])
+            sql, parameters = plan.send([tuple(row) for row in rows])
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -360,7 +368,7 @@ async def _drive_async(cursor: Any, plan: Plan[T]) -> T:
         while True:
             await cursor.execute(sql, parameters)
             rows = await cursor.fetchall() if cursor.description is not None else []
-            sql, parameters = plan.send([tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in rows])
+            sql, parameters = plan.send([tuple(row) for row in rows])
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -387,18 +395,10 @@ def run_sync(saver: Any, kind: Kind, plan: Plan[T], *, transaction: bool = True)
             connection.commit()
             return result
     with _postgres_cursor(saver) as cursor:
-        connection = cursor.connection
         if not transaction:
             return _drive_sync(cursor, plan)
-        cursor.execute("BEGIN")
-        try:
-            result = _drive_sync(cursor, plan)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                connection.rollback()
-            raise
-        connection.commit()
-        return result
+        with cursor.connection.transaction():  # BEGIN ... COMMIT, or ROLLBACK on an error
+            return _drive_sync(cursor, plan)
 
 
 async def run_async(saver: Any, kind: Kind, plan: Plan[T], *, transaction: bool = True) -> T:
@@ -422,46 +422,40 @@ async def run_async(saver: Any, kind: Kind, plan: Plan[T], *, transaction: bool 
             finally:
                 await cursor.close()
     async with _async_postgres_cursor(saver) as cursor:
-        connection = cursor.connection
         if not transaction:
             return await _drive_async(cursor, plan)
-        await cursor.execute("BEGIN")
-        try:
-            result = await _drive_async(cursor, plan)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await connection.rollback()
-            raise
-        await connection.commit()
-        return result
+        async with cursor.connection.transaction():
+            return await _drive_async(cursor, plan)
 
 
 @contextlib.contextmanager
 def _postgres_cursor(saver: Any) -> Iterator[Any]:
     """A cursor on a connection of the saver's own: one of its pool, or its one connection under its lock.
 
-    Rows come back as tuples (the dialect reads them by position)."""
+    Rows come back as tuples (the dialect reads them by position; the saver's own rows are dicts)."""
+    from psycopg.rows import tuple_row
     from psycopg_pool import ConnectionPool
 
     if saver.pipe is not None:
         saver.pipe.sync()
     if isinstance(saver.conn, ConnectionPool):
-        with saver.conn.connection() as connection, connection.cursor() as cursor:
+        with saver.conn.connection() as connection, connection.cursor(row_factory=tuple_row) as cursor:
             yield cursor
     else:
-        with saver.lock, saver.conn.cursor() as cursor:
+        with saver.lock, saver.conn.cursor(row_factory=tuple_row) as cursor:
             yield cursor
 
 
 @contextlib.asynccontextmanager
 async def _async_postgres_cursor(saver: Any) -> AsyncIterator[Any]:
+    from psycopg.rows import tuple_row
     from psycopg_pool import AsyncConnectionPool
 
     if saver.pipe is not None:
         await saver.pipe.sync()
     if isinstance(saver.conn, AsyncConnectionPool):
-        async with saver.conn.connection() as connection, connection.cursor() as cursor:
+        async with saver.conn.connection() as connection, connection.cursor(row_factory=tuple_row) as cursor:
             yield cursor
     else:
-        async with saver.lock, saver.conn.cursor() as cursor:
+        async with saver.lock, saver.conn.cursor(row_factory=tuple_row) as cursor:
             yield cursor

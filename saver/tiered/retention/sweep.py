@@ -41,7 +41,7 @@ from ..state import Tiers
 from ..stats import SweepReport
 from .ids import checkpoint_id_at
 from .policy import RetentionPolicy
-from .storage import Plan, dialect_of, run_async, run_sync
+from .storage import INDEX, Plan, dialect_of, run_async, run_sync
 from .threads import remove_from_thread
 
 __all__ = ["DISCOVERY_PAGE", "Due", "Sweeper", "Window", "run_pass"]
@@ -184,7 +184,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
     while taken < budget:
         if not sweeper.due:
             if sweeper.sql is not None:
-                found = _find_in_tables(tiers, sweeper, now, cutoff, int(min(budget - taken, DISCOVERY_PAGE)))
+                found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE)
             elif not scanned:
                 found, scanned = _find_through_api(tiers, sweeper, cutoff), True
             else:
@@ -245,18 +245,18 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
 
 
 def _create_index(tiers: Tiers, sweeper: Sweeper) -> None:
-    """Create retention's index once per process (PostgreSQL: concurrently, no write waits for it)."""
-    sql = sweeper.sql
+    """Create retention's index, once per process; a failure is logged and the pass goes on without it (its
+    queries are right without it, and slower), to try again at the next pass."""
+    sql, kind = sweeper.sql, sweeper.kind
     assert sql is not None
-
-    def plan() -> Plan[None]:
-        yield sql.create_index(), ()
-
-    kind = sweeper.kind
-    tiers.durable.on_tables(
-        lambda saver: run_sync(saver, kind, plan(), transaction=False),
-        lambda saver: run_async(saver, kind, plan(), transaction=False),
-    )
+    try:
+        tiers.durable.on_tables(
+            lambda saver: run_sync(saver, kind, sql.create_index(), transaction=False),
+            lambda saver: run_async(saver, kind, sql.create_index(), transaction=False),
+        )
+    except Exception as error:
+        logger.warning("retention: creating the index %s failed, tried again next pass: %r", INDEX, error)
+        return
     sweeper.indexed = True
 
 
