@@ -71,7 +71,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # tiered, test_graph, workload, when imported from elsewhere
 
 from test_graph import MESSAGES_PER_TURN, build  # noqa: E402
-from tiered import ServerUnavailable, postgres, sqlite_saver  # noqa: E402
+from tiered import ServerUnavailable, postgres, postgres_saver, sqlite_saver  # noqa: E402
 from workload import require_this_checkout  # noqa: E402
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver  # noqa: E402
@@ -158,40 +158,6 @@ QUICK = Shape(
 )  # fmt: skip
 
 
-def unique_dict_row(cursor: Any) -> Any:
-    """psycopg's ``dict_row``, except that a column name met again gets a suffix (``?column?_1``) instead of
-    replacing the first: retention reads its rows by position (``tuple(row.values())``), and PostgreSQL names
-    every unnamed expression ``?column?``, so under ``dict_row`` its skeleton query loses a column and every
-    removal fails (see RESULTS.md). ``PostgresSaver``'s own queries name every column: it reads the same rows."""
-    from psycopg.rows import no_result
-
-    if cursor.description is None:
-        return no_result
-    names: list[str] = []
-    seen: dict[str, int] = {}
-    for column in cursor.description:
-        count = seen.get(column.name, 0)
-        seen[column.name] = count + 1
-        names.append(column.name if count == 0 else f"{column.name}_{count}")
-
-    def make(values: Any) -> dict[str, Any]:
-        return dict(zip(names, values, strict=True))
-
-    return make
-
-
-def postgres_saver(conninfo: str) -> Any:
-    """``tiered.postgres_saver`` (one connection, autocommit, no prepared statements), rows as
-    ``unique_dict_row`` makes them, for every PostgreSQL saver of this benchmark alike."""
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg import Connection
-
-    connection = Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=unique_dict_row)
-    saver = PostgresSaver(connection)
-    saver.setup()
-    return saver
-
-
 def config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
@@ -228,6 +194,12 @@ def postgres_size(conninfo: str, *, live_always: bool) -> Callable[[bool], dict[
         assert row is not None
         checkpoints, writes, blobs, *sizes = (int(value) for value in row)
         found = {"checkpoints": checkpoints, "writes": writes, "blobs": blobs, "disk_bytes": sum(sizes)}
+        vacuum = connection.execute(
+            "SELECT coalesce(sum(autovacuum_count), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_all_tables "
+            "WHERE relname IN ('checkpoints', 'checkpoint_writes', 'checkpoint_blobs') OR relname LIKE 'pg_toast_%'"
+        ).fetchone()
+        assert vacuum is not None
+        found["autovacuums"], found["dead_tuples"] = int(vacuum[0]), int(vacuum[1])
         if live_always or full:
             live = connection.execute(LIVE_TUPLES).fetchone()
             assert live is not None
@@ -391,7 +363,7 @@ def long_run(subjects: dict[str, Subject], shape: Shape, label: str) -> dict[str
                 )
         workload_seconds = time.perf_counter() - started
         sample(shape.ticks, full=True)
-        check = compare_live(subjects, shape)
+        check = compare_live(subjects, shape, rounds, time.perf_counter() - started)
         # the tail: no turn, the background sweeps free to run, sampled until every thread is idle past the TTL
         tail_started = time.perf_counter()
         gate.give()
@@ -430,15 +402,22 @@ def long_run(subjects: dict[str, Subject], shape: Shape, label: str) -> dict[str
     }
 
 
-def compare_live(subjects: dict[str, Subject], shape: Shape) -> dict[str, int]:
-    """Read the threads of the last tick (still under way, pruned by now) from both tiered savers: same state?"""
-    last = list(shape.schedule())[-1]
+def compare_live(
+    subjects: dict[str, Subject], shape: Shape, rounds: list[dict[str, Any]], now: float
+) -> dict[str, int]:
+    """Read the threads whose last turn was within half the TTL (pruned by now, not idle long enough to go) from
+    both tiered savers: does a graph read the same state, every message of every turn?"""
+    recent = [
+        thread
+        for thread in range(shape.threads)
+        if rounds[shape.arrival(thread) + shape.turns - 1]["t"] >= now - shape.ttl / 2
+    ]
     differ = 0
-    for thread in last:
+    for thread in recent:
         ours = subjects[RETENTION].app.get_state(config(thread_name(thread))).values
         theirs = subjects[TIERED].app.get_state(config(thread_name(thread))).values
         differ += ours != theirs or len(ours.get("messages", ())) != shape.turns * MESSAGES_PER_TURN
-    return {"threads": len(last), "differ": differ}
+    return {"threads": len(recent), "differ": differ}
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -715,8 +694,8 @@ def kind_report(kind: str, run: dict[str, Any], shape: Shape) -> tuple[list[str]
         "pass under way to end: sweep work "
         "that overlapped no timed turn.",
         "",
-        f"Threads still under way at the last turn, read from both tiered savers: {run['live_check']['threads']} "
-        f"read, {run['live_check']['differ']} differ.",
+        "Threads whose last turn was within half the TTL of the end, read from both tiered savers: "
+        f"{run['live_check']['threads']} read, {run['live_check']['differ']} differ.",
         "",
         "### The cost of a pass per thread removed",
         "",
@@ -823,7 +802,10 @@ def report(results: dict[str, Any], output: Path | None) -> str:
     lines = [
         f"# Retention measured, {results['date']}",
         "",
-        f"`{command}` ({results['elapsed'] / 60:.0f} minutes). Machine: {machine}.",
+        f"`{command}` ({results['elapsed'] / 60:.0f} minutes), at commit {results.get('commit', '?')}. "
+        f"Machine: {machine}. Load average (1 min) at the start and end of each phase: "
+        + ", ".join(f"{kind} {a:.1f} / {b:.1f}" for kind, (a, b) in results.get("load", {}).items())
+        + " (other work may have run beside it).",
         "",
         "## Method",
         "",
@@ -859,11 +841,11 @@ def report(results: dict[str, Any], output: Path | None) -> str:
     if shape.threads < 2_000:
         lines += [
             f"**Scaled down** from the issue's 2,000 threads to {shape.threads:,}: a turn of this graph takes "
-            f"{results['mean_turn_ms']:.1f} ms on average over a 50-turn thread here (mean of every turn of every "
-            "saver in this run), and the full-size run drives 5 savers (3 over PostgreSQL, 2 over SQLite) through "
-            f"2,000 x 50 turns each: about {5 * 100_000 * results['mean_turn_ms'] / 1000 / 60:.0f} minutes of turns "
-            f"alone. `--threads 2000` runs it. The size figures scale with the threads under way ({shape.active}) "
-            "for retention and with the threads written for the baselines.",
+            f"{results['mean_turn_ms']:.1f} ms on average over a {shape.turns}-turn thread here (mean of every turn "
+            "of every saver in this run), and the full-size run drives 5 savers (3 over PostgreSQL, 2 over SQLite) "
+            f"through 2,000 x 50 turns each: about {5 * 100_000 * results['mean_turn_ms'] / 1000 / 60:.0f} minutes "
+            "of turns alone. `--threads 2000` runs it. The size figures scale with the threads under way "
+            f"({shape.active}) for retention and with the threads written for the baselines.",
             "",
         ]
     verdicts = {}
@@ -899,6 +881,18 @@ def report(results: dict[str, Any], output: Path | None) -> str:
     return text
 
 
+def commit() -> str:
+    """The checkout's commit, and whether the code measured (saver/, engine/) differs from it."""
+    import subprocess
+
+    def git(*arguments: str) -> str:
+        done = subprocess.run(["git", *arguments], cwd=HERE.parent, capture_output=True, text=True, check=False)
+        return done.stdout.rstrip()
+
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "saver", "engine").splitlines()]
+    return git("rev-parse", "--short", "HEAD") + (f" (uncommitted changes to {', '.join(changed)})" if changed else "")
+
+
 def machine() -> str:
     from importlib.metadata import version
 
@@ -931,18 +925,24 @@ def main() -> None:
         shape = replace(shape, threads=arguments.threads)
     output = arguments.output or (None if arguments.quick else OUTPUT)
     started = time.perf_counter()
+    code = commit()
     runs: dict[str, Any] = {}
+    load: dict[str, list[float]] = {}
     for kind in arguments.kinds:
         print(f"{kind}: {shape.threads:,} threads x {shape.turns} turns, {shape.ticks} ticks", flush=True)
+        load[kind] = [os.getloadavg()[0]]
         try:
             runs[kind] = postgres_phase(shape) if kind == "PostgreSQL" else sqlite_phase(shape)
         except ServerUnavailable as error:
             print(f"NO POSTGRESQL SERVER COULD BE STARTED ({error}): PostgreSQL not measured")
+        load[kind].append(os.getloadavg()[0])
     every_turn = [value for run in runs.values() for p in run["turn_percentiles"].values() for value in [p["mean"]]]
     results = {
         "date": time.strftime("%Y-%m-%d"),
         "arguments": "".join(f" {a}" for a in sys.argv[1:]),
         "machine": machine(),
+        "commit": code,
+        "load": load,
         "shape": asdict(shape),
         "elapsed": time.perf_counter() - started,
         "mean_turn_ms": statistics.fmean(every_turn) * 1000 if every_turn else math.nan,

@@ -25,7 +25,9 @@ a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a
 is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
 ``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES``, ``BOUNDED_SAVER_MAX_DIRTY_SECONDS``,
 ``BOUNDED_SAVER_OVERSIZE`` and ``BOUNDED_SAVER_CONDITIONAL_WRITES`` set it up
-(``TIERED_SETTINGS``).
+(``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``, ``BOUNDED_SAVER_RETENTION_STRATEGY``,
+``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and ``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a
+``RetentionPolicy`` (the Agent Server's ``checkpointer.ttl`` block, in seconds rather than minutes).
 
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
 and lives as long as the process. The Agent Server enters the factory once per OS thread and
@@ -66,8 +68,11 @@ from langgraph.checkpoint.bounded.tiered import (
     DEFAULT_MAX_DIRTY_BYTES,
     OVERSIZE_MODES,
     WRITE_MODES,
+    RetentionPolicy,
     TieredSaver,
 )
+from langgraph.checkpoint.bounded.tiered.retention.policy import DEFAULT_SWEEP_INTERVAL_SECONDS
+from langgraph.checkpoint.bounded.tiered.retention.policy import STRATEGIES as RETENTION_STRATEGIES
 
 __all__ = [
     "EMBEDDED_SQLITE_FILE",
@@ -379,6 +384,30 @@ TIERED_SETTINGS: dict[str, Setting] = {
             "true or false (1/0, yes/no, on/off)",
             _boolean,
         ),
+        Setting(
+            "retention_ttl_seconds",
+            f"{ENV_PREFIX}RETENTION_TTL_SECONDS",
+            "a number of seconds such as 2592000 (30 days): a thread with no write for longer is swept",
+            _seconds,
+        ),
+        Setting(
+            "retention_strategy",
+            f"{ENV_PREFIX}RETENTION_STRATEGY",
+            "one of " + ", ".join(RETENTION_STRATEGIES) + " (what sweeping an idle thread does)",
+            _choice(RETENTION_STRATEGIES),
+        ),
+        Setting(
+            "retention_keep_last",
+            f"{ENV_PREFIX}RETENTION_KEEP_LAST",
+            "a whole number of checkpoints each namespace keeps, such as 50",
+            _whole_number,
+        ),
+        Setting(
+            "retention_sweep_interval_seconds",
+            f"{ENV_PREFIX}RETENTION_SWEEP_INTERVAL_SECONDS",
+            "a number of seconds between sweeps, such as 3600, or inf (none in the background)",
+            _seconds,
+        ),
     )
 }
 """The variables of the durable tier, by variable name (they set up ``TieredSaver``, not the config)."""
@@ -397,6 +426,10 @@ class TieredSettings:
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
         max_dirty_seconds: Write-back's bound on the age of unflushed writes (None: the flush interval).
         conditional_writes: Whether a put checks that no other process wrote its namespace since.
+        retention_ttl_seconds: ``RetentionPolicy.idle_ttl_seconds`` (None: no TTL).
+        retention_strategy: ``RetentionPolicy.strategy``.
+        retention_keep_last: ``RetentionPolicy.keep_last`` (None: no count).
+        retention_sweep_interval_seconds: ``RetentionPolicy.sweep_interval_seconds``.
     """
 
     durable: str
@@ -407,6 +440,37 @@ class TieredSettings:
     oversize: Any = "durable"
     max_dirty_seconds: float | None = None
     conditional_writes: bool = False
+    retention_ttl_seconds: float | None = None
+    retention_strategy: Any = "delete"
+    retention_keep_last: Any = None
+    retention_sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
+
+    def retention(self) -> RetentionPolicy | None:
+        """The retention policy the ``BOUNDED_SAVER_RETENTION_*`` variables describe, or None when neither a TTL
+        nor a count is set (the strategy and interval alone remove nothing).
+
+        Raises:
+            ServingConfigError: A value the policy refuses, naming its variable.
+
+        Runtime complexity: O(1).
+        """
+        if self.retention_ttl_seconds is None and self.retention_keep_last is None:
+            return None
+        settings = {
+            "idle_ttl_seconds": self.retention_ttl_seconds,
+            "strategy": self.retention_strategy,
+            "keep_last": self.retention_keep_last,
+            "sweep_interval_seconds": self.retention_sweep_interval_seconds,
+        }
+        try:
+            return RetentionPolicy(**settings)
+        except ValueError as error:
+            field = str(error).split(" ", 1)[0]
+            variable = f"{ENV_PREFIX}RETENTION_{_RETENTION_VARIABLES.get(field, field).upper()}"
+            raise ServingConfigError(f"{variable}: {error}") from None
+
+
+_RETENTION_VARIABLES = {"idle_ttl_seconds": "ttl_seconds"}
 
 
 def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings | None:
@@ -701,15 +765,19 @@ def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> 
             oversize=tiered.oversize,
             max_dirty_seconds=tiered.max_dirty_seconds,
             conditional_writes=tiered.conditional_writes,
+            retention=tiered.retention(),
         )
+    except ServingConfigError:
+        raise
     except ValueError as error:
         raise ServingConfigError(f"{ENV_PREFIX}DURABLE and its settings: {error}") from None
     logger.info(
-        "a tiered saver: the bounded store over %s (%s), write=%s, coherence=%s",
+        "a tiered saver: the bounded store over %s (%s), write=%s, coherence=%s, retention=%s",
         type(durable).__name__,
         _shown_url(tiered.durable),
         tiered.write,
         tiered.coherence,
+        saver.retention or "none (the durable tier keeps everything)",
     )
     if _metrics_available():
         from langgraph.checkpoint.bounded.metrics import register_metrics

@@ -130,3 +130,20 @@ async def test_the_prunes_removed_checkpoints(tmp_path: Path) -> None:
     assert len(list(saver.list(config))) == KEEP_LAST < len(list(stock_saver.list(config)))
     assert saver.stats().retention.pruned_threads > 0
     assert saver.stats().retention.checkpoints == len(list(stock_saver.list(config))) - KEEP_LAST
+
+
+def test_a_delta_channel_thread_pruned_over_sqlite_keeps_its_snapshot(tmp_path: Path) -> None:
+    """``SqliteSaver`` keeps each checkpoint's values inline: a kept checkpoint that shares its
+    ``DeltaChannel`` version with the snapshot before it (a turn's input checkpoint) holds no value of its
+    own, so that snapshot must stay (the engine, which shares values by version, would let it go)."""
+    from tests.support.graphs import delta_graph, thread
+
+    saver = TieredSaver(sqlite_durable(tmp_path / "t.db"), config=SMALL)
+    app = delta_graph(saver, {})
+    stock = delta_graph(StockSaver(), {})
+    for turn in range(4):
+        for each in (app, stock):
+            each.invoke({"items": [f"user {turn}"]}, thread("delta"))
+        saver.prune(["delta"], strategy="keep_last", keep_last=4)  # the turn's input checkpoint is kept
+        by_step = {s.metadata["step"]: s.values for s in stock.get_state_history(thread("delta"))}
+        assert all(s.values == by_step[s.metadata["step"]] for s in app.get_state_history(thread("delta")))

@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionStats, TieredSaver, TieredStats
+from langgraph.checkpoint.bounded import (
+    InMemoryCheckpointConfig,
+    RetentionPolicy,
+    RetentionStats,
+    TieredSaver,
+    TieredStats,
+)
 from langgraph.checkpoint.bounded import serving as serving_module
 from langgraph.checkpoint.bounded.metrics import (
     RETENTION_PREFIX,
@@ -145,6 +151,49 @@ def test_the_shared_saver_is_tiered_over_the_named_file(environment: pytest.Monk
     reset_shared_saver()  # closes it: the last flush
     assert (tmp_path / EMBEDDED_SQLITE_FILE).exists()
     assert sqlite_durable(tmp_path / EMBEDDED_SQLITE_FILE).get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_the_retention_variables_give_the_shared_saver_its_policy(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    environment.chdir(tmp_path)
+    environment.setenv("BOUNDED_SAVER_DURABLE", "sqlite")
+    environment.setenv("BOUNDED_SAVER_RETENTION_TTL_SECONDS", "2592000")
+    environment.setenv("BOUNDED_SAVER_RETENTION_STRATEGY", "keep_latest")
+    environment.setenv("BOUNDED_SAVER_RETENTION_KEEP_LAST", "50")
+    environment.setenv("BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS", "600")
+    saver = shared_saver()
+    assert isinstance(saver, TieredSaver)
+    # what langgraph.json's {"checkpointer": {"ttl": {"strategy": "keep_latest", "default_ttl": 43200,
+    # "sweep_interval_minutes": 10}}} says, in seconds, with keep_last
+    assert saver.retention == RetentionPolicy.from_agent_server_ttl(
+        {"strategy": "keep_latest", "default_ttl": 43200, "sweep_interval_minutes": 10}, keep_last=50
+    )
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"BOUNDED_SAVER_RETENTION_TTL_SECONDS": "0"}, "BOUNDED_SAVER_RETENTION_TTL_SECONDS: idle_ttl_seconds must"),
+        ({"BOUNDED_SAVER_RETENTION_TTL_SECONDS": "soon"}, "BOUNDED_SAVER_RETENTION_TTL_SECONDS is 'soon'"),
+        ({"BOUNDED_SAVER_RETENTION_KEEP_LAST": "0"}, "BOUNDED_SAVER_RETENTION_KEEP_LAST: keep_last must"),
+        ({"BOUNDED_SAVER_RETENTION_KEEP_LAST": "2.5"}, "BOUNDED_SAVER_RETENTION_KEEP_LAST is '2.5'"),
+        ({"BOUNDED_SAVER_RETENTION_STRATEGY": "keep_all"}, "expected one of delete, keep_latest"),
+        (
+            {"BOUNDED_SAVER_RETENTION_KEEP_LAST": "5", "BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS": "0"},
+            "BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS: sweep_interval_seconds must",
+        ),
+    ],
+)
+def test_a_bad_retention_variable_names_itself(
+    environment: pytest.MonkeyPatch, tmp_path: Path, variables: dict[str, str], message: str
+) -> None:
+    environment.chdir(tmp_path)
+    environment.setenv("BOUNDED_SAVER_DURABLE", "sqlite")
+    for name, value in variables.items():
+        environment.setenv(name, value)
+    with pytest.raises(ServingConfigError, match=message):
+        shared_saver()
 
 
 def test_every_tiered_counter_is_a_metric(tmp_path: Path) -> None:
