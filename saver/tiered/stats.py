@@ -87,13 +87,24 @@ class RetentionStats:
     nbytes: int = 0
     due_threads: int = 0
 
-    def __str__(self) -> str:
+    def rows(self) -> list[tuple[str, str]]:
+        """The stats as two labelled lines: the passes, then what they removed."""
         last = f" (last: {self.last_sweep_error})" if self.last_sweep_error else ""
-        return (
-            f"{self.sweeps:,} sweeps ({self.sweep_seconds:.3g} s), {self.sweep_failures:,} failed{last}; "
-            f"{self.deleted_threads:,} threads deleted, {self.pruned_threads:,} pruned, {self.checkpoints:,} "
-            f"checkpoints, {self.writes:,} writes, {size_text(self.nbytes)} reclaimed; {self.due_threads:,} due"
-        )
+        return [
+            (
+                "retention",
+                f"{self.sweeps:,} sweeps ({self.sweep_seconds:.3g} s), {self.sweep_failures:,} failed{last}; "
+                f"{self.due_threads:,} threads due",
+            ),
+            (
+                "reclaimed",
+                f"{self.deleted_threads:,} threads deleted, {self.pruned_threads:,} pruned; "
+                f"{self.checkpoints:,} checkpoints, {self.writes:,} writes, {size_text(self.nbytes)}",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return "; ".join(f"{label} {text}" for label, text in self.rows())
 
 
 @dataclass
@@ -248,7 +259,7 @@ class TieredStats:
             ("unstorable", f"{self.unstorable_threads:,} threads, {self.unstorable_writes:,} writes dropped"),
             *([("last unstorable", self.last_unstorable)] if self.last_unstorable else []),
             ("deleted", f"{self.deleted_thread_records:,} deleted threads remembered"),
-            ("retention", str(self.retention)),
+            *self.retention.rows(),
             (
                 "rejections",
                 ", ".join(f"{count:,} for {limit}" for limit, count in sorted(self.rejections.items())) or "none",
