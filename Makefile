@@ -10,7 +10,7 @@ PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcar
 # Test workers: pytest-xdist, one per core (each module's tests stay on one worker: its servers start once).
 WORKERS ?= auto
 
-.PHONY: install install-demo install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered limits overload clean
+.PHONY: install install-demo install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered bench-retention limits overload clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 # The project's venv (Python 3.11+), in two steps, so that `make demo` waits only for what the demo needs (the
@@ -108,6 +108,11 @@ overload: install
 # TieredSaver over a throwaway PostgreSQL 15 and SQLite files, against the savers alone (about five minutes).
 bench-tiered: install
 	$(BIN)/python benchmarks/tiered.py
+
+# Retention over a long workload on PostgreSQL 15 and SQLite: size over time, turn latency, sweep cost
+# (about half an hour; --quick in under a minute).
+bench-retention: install
+	$(BIN)/python benchmarks/retention.py $(BENCH)
 
 # CPU instructions per operation, counted by valgrind (not in CI: about 10 minutes; needs valgrind).
 bench-instructions: install

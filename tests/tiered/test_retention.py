@@ -23,6 +23,7 @@ import asyncio
 import math
 import operator
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -353,6 +354,100 @@ def test_a_bounded_pass_leaves_the_rest_due_and_the_next_takes_them(tmp_path: Pa
     assert all(saver.get_tuple(thread(name)) is None for name in names)
 
 
+def test_threads_in_use_do_not_starve_a_bounded_pass(tmp_path: Path) -> None:
+    clock = Clock()
+    saver = tiered(tmp_path / "t.db", clock, idle_ttl_seconds=DAY)
+    run_turns(saver, ["a-read", "b-idle"], turns=1)
+    clock.idle_since(time.time(), DAY)
+    assert saver.get_tuple(thread("a-read")) is not None  # in use, and found first: skipping it costs no durable call
+    report = saver.sweep(max_threads=1)
+    assert (report.deleted_threads, report.in_use, report.due) == (1, 1, 1)
+    assert saver.get_tuple(thread("b-idle")) is None and saver.get_tuple(thread("a-read")) is not None
+
+
+def test_a_failed_search_keeps_the_threads_left_due(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph.checkpoint.bounded.tiered.retention import sweep
+
+    monkeypatch.setattr(sweep, "DISCOVERY_PAGE", 1)  # one thread a search: the second search finds "b-idle"
+    clock = Clock()
+    durable = ControlledSqlite(tmp_path / "t.db")
+    saver = TieredSaver(
+        durable,
+        config=SMALL,
+        retention=RetentionPolicy(idle_ttl_seconds=DAY, sweep_interval_seconds=math.inf),
+        clock=clock.monotonic,
+        wall_clock=clock,
+    )
+    run_turns(saver, ["a-read", "b-idle"], turns=1)
+    assert saver.sweep().deleted_threads == 0  # nothing due yet: makes the index, so the searches come next
+    clock.idle_since(time.time(), DAY)
+    saver.get_tuple(thread("a-read"))  # in use at this pass: left due, then the search for more fails
+    original, searches = durable.cursor, []
+
+    def failing_second_search(*args: Any, **kwargs: Any) -> Any:
+        searches.append(1)
+        if len(searches) == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return original(*args, **kwargs)
+
+    durable.cursor = failing_second_search  # type: ignore[method-assign]
+    with pytest.raises(sqlite3.OperationalError):
+        saver.sweep()
+    durable.cursor = original  # type: ignore[method-assign]
+    assert saver.stats().retention.due_threads == 1  # not lost, though the search's window moved past it
+    clock.idle_since(time.time(), DAY)  # no longer in use
+    assert saver.sweep().deleted_threads == 2
+    assert rows(tmp_path / "t.db", "checkpoints") == 0
+
+
+def sqlite_connections() -> list[Any]:
+    """Every way of opening the durable tier's connection: the default, autocommit by isolation_level, a
+    transaction left open, and Python 3.12's ``autocommit`` (where ``commit()`` may do nothing, or a
+    transaction is always open)."""
+    kinds: list[Any] = [{}, {"isolation_level": None}, "open transaction"]
+    if sys.version_info >= (3, 12):
+        kinds += [{"autocommit": True}, {"autocommit": False}]
+    return kinds
+
+
+@pytest.mark.parametrize("opened", sqlite_connections(), ids=str)
+def test_a_sweep_commits_and_unlocks_on_every_kind_of_connection(tmp_path: Path, opened: Any) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "t.db"
+    run_turns(TieredSaver(sqlite_durable(path)), ["idle"], turns=1)
+    connection = sqlite3.connect(path, check_same_thread=False, **({} if isinstance(opened, str) else opened))
+    if opened == "open transaction":
+        connection.execute("CREATE TABLE IF NOT EXISTS other (x)")
+        connection.commit()
+        connection.execute("INSERT INTO other VALUES (1)")  # opens a transaction, left for the sweep to end
+    clock = Clock()
+    policy = RetentionPolicy(idle_ttl_seconds=DAY, sweep_interval_seconds=math.inf)
+    saver = TieredSaver(
+        SqliteSaver(connection), config=SMALL, retention=policy, clock=clock.monotonic, wall_clock=clock
+    )
+    clock.idle_since(time.time(), DAY)
+    assert saver.sweep().deleted_threads == 1
+    other = sqlite3.connect(path, timeout=0.5)  # another process writes at once: nothing left locked
+    other.execute("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id) VALUES ('x', '', '1')")
+    other.commit()
+    assert rows(path, "checkpoints", "idle") == 0 and rows(path, "writes", "idle") == 0
+
+
+@pytest.mark.parametrize("statement", ["idle_threads", "long_threads"])
+def test_sqlite_finds_due_threads_on_the_index_not_by_reading_every_row(tmp_path: Path, statement: str) -> None:
+    from langgraph.checkpoint.bounded.tiered.retention.storage import INDEX, SqlDialect
+
+    path = tmp_path / "t.db"
+    saver = tiered(path, Clock(), idle_ttl_seconds=DAY, keep_last=2)
+    run_turns(saver, ["a", "b"], turns=1)
+    saver.sweep()  # makes the index
+    with sqlite3.connect(path) as connection:
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {getattr(SqlDialect(), statement)()}", ("", "", "", 1, 10))
+        searches = [str(row[-1]) for row in plan if str(row[-1]).startswith(("SEARCH", "SCAN"))]
+    assert f"USING COVERING INDEX {INDEX} (checkpoint_id>? AND checkpoint_id<?)" in searches[0], searches
+
+
 def test_two_savers_sweeping_one_file_remove_each_thread_once(tmp_path: Path) -> None:
     clock = Clock()
     path = tmp_path / "t.db"
@@ -473,8 +568,10 @@ def test_through_the_api_of_another_saver(tmp_path: Path) -> None:
         ({"keep_last": 0}, "keep_last"),
         ({"keep_last": 2.5}, "keep_last"),
         ({"keep_last": True}, "keep_last"),
+        ({"keep_last": 2**31}, "keep_last"),  # past what SQL takes as an integer: every pass would fail
         ({"sweep_interval_seconds": 0}, "sweep_interval_seconds"),
         ({"max_threads_per_sweep": 0}, "max_threads_per_sweep"),
+        ({"max_threads_per_sweep": 2**63}, "max_threads_per_sweep"),
     ],
 )
 def test_bad_policy_values_are_refused_naming_the_field(settings: dict[str, Any], field: str) -> None:

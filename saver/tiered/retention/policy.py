@@ -146,9 +146,13 @@ def _positive(name: str, value: object, *, allow_inf: bool) -> None:
         raise ValueError(f"{name} must be {what}, got {value!r:.40}")
 
 
+MAX_WHOLE = 2**31 - 1
+"""The largest ``keep_last`` and ``max_threads_per_sweep``: they go to SQL as integers (SQLite's are 64-bit)."""
+
+
 def _whole(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r:.40}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WHOLE:
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_WHOLE:,}, got {value!r:.40}")
 
 
 def _minutes(name: str, value: object) -> float:

@@ -64,7 +64,9 @@ __all__ = [
 T = TypeVar("T")
 
 INDEX = "bounded_retention_checkpoint_id"
-"""The index retention creates on ``checkpoints(checkpoint_id)``."""
+"""The index retention creates on ``checkpoints``, with its columns: ids (times) first, so that a window's page
+of due threads reads the index alone."""
+INDEX_COLUMNS = "(checkpoint_id, thread_id, checkpoint_ns)"
 
 CHUNK = 500
 """Checkpoint ids per ``IN`` list (SQLite allows 32,766 parameters; this keeps statements small)."""
@@ -121,6 +123,9 @@ class SqlDialect:
         "OR json_extract(CAST(metadata AS TEXT), '$.delta_writes_versioned') IS NOT NULL)"
     )
     root_parent = "json_extract(CAST(metadata AS TEXT), '$.parents.\"\"')"
+    # Unary + keeps SQLite's planner off the primary key (thread_id first) for a ``thread_id > ?`` page bound,
+    # which it prefers to retention's index without ANALYZE statistics: that would read every row.
+    not_by_key = "+"
 
     def params(self, sql: str) -> str:
         """The statement with this dialect's placeholders (written with ``?``)."""
@@ -131,9 +136,9 @@ class SqlDialect:
         return f"{column} IN ({', '.join('?' * count)})"
 
     def create_index(self) -> Plan[None]:
-        """Create the index retention finds due threads with: checkpoint ids (times) first, their threads
-        beside (run outside a transaction)."""
-        yield f"CREATE INDEX IF NOT EXISTS {INDEX} ON checkpoints (checkpoint_id, thread_id)", ()
+        """Create the index retention finds due threads with: checkpoint ids (times) first, their threads and
+        namespaces beside, so a window's page reads the index alone (run outside a transaction)."""
+        yield f"CREATE INDEX IF NOT EXISTS {INDEX} ON checkpoints {INDEX_COLUMNS}", ()
 
     # --- finding due threads (reads of the index, no payload) -----------------------------------------------
 
@@ -142,8 +147,8 @@ class SqlDialect:
         order (params: since, cutoff, after, cutoff, limit)."""
         return self.params(
             "SELECT DISTINCT c.thread_id FROM checkpoints c WHERE c.checkpoint_id >= ? AND c.checkpoint_id < ? "
-            "AND c.thread_id > ? AND NOT EXISTS (SELECT 1 FROM checkpoints n WHERE n.thread_id = c.thread_id "
-            "AND n.checkpoint_id >= ?) ORDER BY c.thread_id LIMIT ?"
+            f"AND {self.not_by_key}c.thread_id > ? AND NOT EXISTS (SELECT 1 FROM checkpoints n "
+            "WHERE n.thread_id = c.thread_id AND n.checkpoint_id >= ?) ORDER BY c.thread_id LIMIT ?"
         )
 
     def long_threads(self) -> str:
@@ -151,7 +156,7 @@ class SqlDialect:
         checkpoints, in order (params: since, upto, after, keep_last, limit)."""
         return self.params(
             "SELECT DISTINCT w.thread_id FROM (SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints "
-            "WHERE checkpoint_id >= ? AND checkpoint_id < ? AND thread_id > ?) w "
+            f"WHERE checkpoint_id >= ? AND checkpoint_id < ? AND {self.not_by_key}thread_id > ?) w "
             "WHERE (SELECT count(*) FROM checkpoints c WHERE c.thread_id = w.thread_id "
             "AND c.checkpoint_ns = w.checkpoint_ns) > ? ORDER BY w.thread_id LIMIT ?"
         )
@@ -313,6 +318,7 @@ class PostgresDialect(SqlDialect):
         "(metadata -> 'counters_since_delta_snapshot' IS NOT NULL OR metadata -> 'delta_writes_versioned' IS NOT NULL)"
     )
     root_parent = "metadata -> 'parents' ->> ''"
+    not_by_key = ""  # PostgreSQL's planner has statistics (and no unary + on text)
 
     def params(self, sql: str) -> str:
         return sql.replace("?", "%s")  # psycopg's placeholders
@@ -322,7 +328,7 @@ class PostgresDialect(SqlDialect):
         # one fails (the sweep logs it and goes on; the index is there at its next pass). A crash mid-build
         # leaves an invalid index, which IF NOT EXISTS keeps: the queries stay right, and slower (DROP INDEX
         # it to have it built again).
-        yield f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON checkpoints (checkpoint_id, thread_id)", ()
+        yield f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON checkpoints {INDEX_COLUMNS}", ()
 
     def lock(self, thread_id: str) -> Plan[None]:
         # a transaction-scoped advisory lock: two sweepers of one thread take turns (no deadlock between them)
@@ -386,13 +392,24 @@ def run_sync(saver: Any, kind: Kind, plan: Plan[T], *, transaction: bool = True)
             connection = saver.conn
             if not transaction:
                 return _drive_sync(cursor, plan)
+            if connection.in_transaction:  # autocommit=False (Python 3.12): the connection keeps one open
+                try:
+                    result = _drive_sync(cursor, plan)
+                except BaseException:
+                    connection.rollback()
+                    raise
+                connection.commit()
+                return result
+            # Statements, not connection.commit(), which does nothing under autocommit=True (Python 3.12): the
+            # transaction would stay open, and the database locked.
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 result = _drive_sync(cursor, plan)
             except BaseException:
-                connection.rollback()
+                if connection.in_transaction:  # SQLite may have rolled it back itself (a full disk)
+                    cursor.execute("ROLLBACK")
                 raise
-            connection.commit()
+            cursor.execute("COMMIT")
             return result
     with _postgres_cursor(saver) as cursor:
         if not transaction:
@@ -411,13 +428,22 @@ async def run_async(saver: Any, kind: Kind, plan: Plan[T], *, transaction: bool 
             try:
                 if not transaction:
                     return await _drive_async(cursor, plan)
-                await cursor.execute("BEGIN IMMEDIATE")
+                if connection.in_transaction:  # as in run_sync
+                    try:
+                        result = await _drive_async(cursor, plan)
+                    except BaseException:
+                        await connection.rollback()
+                        raise
+                    await connection.commit()
+                    return result
+                await cursor.execute("BEGIN IMMEDIATE")  # statements, as in run_sync
                 try:
                     result = await _drive_async(cursor, plan)
                 except BaseException:
-                    await connection.rollback()
+                    if connection.in_transaction:
+                        await cursor.execute("ROLLBACK")
                     raise
-                await connection.commit()
+                await cursor.execute("COMMIT")
                 return result
             finally:
                 await cursor.close()

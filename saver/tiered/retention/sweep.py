@@ -178,30 +178,38 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
     cutoff = checkpoint_id_at(now - policy.idle_ttl_seconds) if policy.idle_ttl_seconds is not None else None
     if sweeper.sql is not None and not sweeper.indexed:
         _create_index(tiers, sweeper)
-    left: dict[str, Due] = {}  # in use or failed: for the next pass
-    taken = 0
+    left: dict[str, Due] = {}  # in use or failed: for the next pass, after the threads found before them
+    taken = 0  # threads the durable tier was asked to remove from (one in use costs no durable call)
     scanned = False
-    while taken < budget:
-        if not sweeper.due:
-            if sweeper.sql is not None:
-                found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE)
-            elif not scanned:
-                found, scanned = _find_through_api(tiers, sweeper, cutoff), True
-            else:
-                found = False
-            if not found:
-                break
-            continue
-        thread_id, due = next(iter(sweeper.due.items()))
-        del sweeper.due[thread_id]
-        taken += 1
-        if not _settle(tiers, sweeper, tally, thread_id, due, cutoff):
-            left[thread_id] = due
-    sweeper.due = {**left, **sweeper.due}
+    try:
+        while taken < budget:
+            if not sweeper.due:
+                if sweeper.sql is not None:
+                    found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE)
+                elif not scanned:
+                    found, scanned = _find_through_api(tiers, sweeper, cutoff), True
+                else:
+                    found = False
+                if not found:
+                    break
+                continue
+            thread_id, due = next(iter(sweeper.due.items()))
+            del sweeper.due[thread_id]
+            settled = _settle(tiers, sweeper, tally, thread_id, due, cutoff)
+            if settled != IN_USE:
+                taken += 1
+            if settled != SETTLED:
+                left[thread_id] = due
+    finally:  # a failed discovery must not lose them: the windows have moved past them
+        for thread_id, due in left.items():
+            sweeper.due.setdefault(thread_id, due)
 
 
-def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: Due, cutoff: str | None) -> bool:
-    """Remove from one due thread; return whether it is settled (False: in use or failed, due again later)."""
+SETTLED, IN_USE, FAILED = "settled", "in use", "failed"
+
+
+def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: Due, cutoff: str | None) -> str:
+    """Remove from one due thread; return ``SETTLED``, or ``IN_USE`` or ``FAILED`` (due again next pass)."""
     policy = sweeper.policy
     if due == "idle" and cutoff is not None:
         keep_last = None if policy.strategy == "delete" else 1
@@ -210,7 +218,7 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
     else:
         keep_last, idle_before, seconds = policy.keep_last, None, sweeper.eviction_grace_seconds
         if keep_last is None:
-            return True  # a long thread found under a count the policy no longer has
+            return SETTLED  # a long thread found under a count the policy no longer has
     try:
         removed = remove_from_thread(
             tiers,
@@ -226,10 +234,10 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
         message = f"{type(error).__name__}: {error}"
         tiers.shared.retention_totals.note_error(message)
         logger.warning("retention: removing from thread %r failed, kept for the next sweep: %s", thread_id, message)
-        return False
+        return FAILED
     if removed is None:
         tally.in_use += 1
-        return False
+        return IN_USE
     if removed.checkpoints:  # none: another process swept it first
         if removed.whole:
             tally.deleted_threads += 1
@@ -238,7 +246,7 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
     tally.checkpoints += removed.checkpoints
     tally.writes += removed.writes
     tally.nbytes += removed.nbytes
-    return True
+    return SETTLED
 
 
 # --- finding due threads ---------------------------------------------------------------------------------------
