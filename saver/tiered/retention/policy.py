@@ -49,8 +49,10 @@ class RetentionPolicy:
         keep_last: Every namespace keeps its newest ``keep_last`` checkpoints, their pending writes and the
             ancestors they need (None: no count).
         sweep_interval_seconds: Seconds between background sweeps (``math.inf``: only ``sweep()``).
-        max_threads_per_sweep: Threads one background pass takes at most (bounded work); the rest wait for
-            the next pass, counted as due (``stats().retention.due_threads``). ``sweep()`` takes them all.
+        max_threads_per_sweep: Threads one background pass removes from at most (bounded work; a thread
+            in use is skipped at no cost to it); the rest wait for the next pass, counted as due
+            (``stats().retention.due_threads``). ``sweep()`` takes them all. Both counts are at most
+            2,147,483,647.
 
     Raises:
         ValueError: A value is invalid, naming the field.
@@ -147,7 +149,7 @@ def _positive(name: str, value: object, *, allow_inf: bool) -> None:
 
 
 MAX_WHOLE = 2**31 - 1
-"""The largest ``keep_last`` and ``max_threads_per_sweep``: they go to SQL as integers (SQLite's are 64-bit)."""
+"""The largest ``keep_last`` (a parameter of SQL statements) and ``max_threads_per_sweep``."""
 
 
 def _whole(name: str, value: object) -> None:

@@ -1,8 +1,9 @@
 """The sweep: find the threads a ``RetentionPolicy`` makes due, and remove from each, a bounded number a pass.
 
 A pass (``run_pass``) takes first the threads earlier passes left due, then
-finds more, a page at a time, until it has taken ``max_threads_per_sweep``
-(or, for ``sweep()``, until none is left to find). Each thread is removed on
+finds more, a page at a time, until it has asked the durable tier to remove
+from ``max_threads_per_sweep`` (or, for ``sweep()``, until none is left to
+find); a thread in use is skipped at no cost to that bound. Each thread is removed on
 its own (``threads.remove_from_thread``: one transaction, its gate held alone,
 the engine's lock never held across the durable call); one that fails is
 counted and left for the next pass, and the pass goes on.
@@ -95,7 +96,7 @@ class Window:
 
 class Sweeper:
     """Retention in one process: the policy, where the search for due threads stands, and the threads found
-    due and not yet swept, in the order found (those left by a pass first).
+    due and not yet swept, in the order found (those a pass left, in use or failed, after those found before).
 
     One pass runs at a time (``running``); the background job and ``sweep()`` take turns.
 
