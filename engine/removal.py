@@ -12,14 +12,14 @@ Everything here runs with the store's lock held (``engine.store`` takes it).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from . import identifiers
 from .lineage import plan_removal, required_ancestors
 from .state import State
 from .thread import Thread
 
-__all__ = ["clear", "delete_runs", "delete_thread", "prune"]
+__all__ = ["clear", "delete_runs", "delete_thread", "prune", "remove_planned"]
 
 
 def delete_thread(state: State, thread_id: str) -> bool:
@@ -114,6 +114,42 @@ def prune(state: State, thread_ids: Sequence[str], *, keep_last: int | None) -> 
             if removal.checkpoint_ids:
                 runs_changed |= state.remove_checkpoints(thread, name, removal)
         _settle(state, thread, runs_changed)
+
+
+def remove_planned(state: State, thread_id: str, planned: Mapping[str, Sequence[str]]) -> int:
+    """Remove exactly the checkpoints planned elsewhere (namespace to ids), with their writes and the blobs no
+    remaining checkpoint references; a remaining checkpoint whose parent went is left with no parent. Return
+    how many were removed.
+
+    For a copy of a thread that another store pruned by its own plan (the tiered saver's durable tier): the
+    copy then answers as that store does, which leaves no parent that is not there. Ids, namespaces and a
+    thread not stored are skipped.
+
+    Runtime complexity: O(n * channels) per namespace named, of n checkpoints (``plan_removal``'s blob sweep
+    and one pass over the records for their parents), and the thread's runs recounted once if a removed
+    checkpoint had a run.
+    """
+    thread = state.threads.get(thread_id)
+    if thread is None:
+        return 0
+    removed = 0
+    runs_changed = False
+    for name, checkpoint_ids in planned.items():
+        space = thread.namespaces.get(name)
+        if space is None:
+            continue
+        removal = plan_removal(space, checkpoint_ids)
+        if not removal.checkpoint_ids:
+            continue
+        runs_changed |= state.remove_checkpoints(thread, name, removal)
+        removed += len(removal.checkpoint_ids)
+        gone = set(removal.checkpoint_ids)
+        records = space.records
+        for checkpoint_id, record in list(records.items()):
+            if record.parent_id in gone:
+                records[checkpoint_id] = record._replace(parent_id=None)  # its cost counts no parent id
+    _settle(state, thread, runs_changed)
+    return removed
 
 
 def _settle(state: State, thread: Thread, runs_changed: bool) -> None:

@@ -806,6 +806,16 @@ class Store(State):
         with self.lock:
             removal.prune(self, ids, keep_last=keep_last)
 
+    def remove_planned(self, thread_id: str, planned: Mapping[str, Sequence[str]]) -> int:
+        """Remove exactly these checkpoints (namespace to ids) of one thread, as another store pruned them; a
+        remaining checkpoint whose parent went is left with none; return how many went (``removal.remove_planned``).
+
+        Nothing is validated: only what is stored is looked up, and what is not is skipped.
+        Runtime complexity: that of ``removal.remove_planned``.
+        """
+        with self.lock:
+            return removal.remove_planned(self, thread_id, planned)
+
     def clear(self) -> None:
         """Remove every thread and tombstone (not counted as eviction). Runtime complexity: O(1) plus freeing them."""
         with self.lock:

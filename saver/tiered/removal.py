@@ -19,7 +19,7 @@ held across a durable round trip.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -36,6 +36,7 @@ __all__ = [
     "forget_deleted",
     "keep_latest",
     "leave_memory",
+    "prune_memory",
 ]
 
 
@@ -145,6 +146,25 @@ def leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence[
             shared.residency.forget(thread_id)
             if not shared.dirty.is_dirty(thread_id):
                 store.delete_thread(thread_id)
+
+
+def prune_memory(shared: Shared, thread_id: str, planned: Mapping[str, Sequence[str]]) -> None:
+    """After a prune in the durable tier (``retention``): the hot copy loses the same checkpoints, and a kept one
+    whose parent went its parent, so it answers as the durable tier does and stays hot. A thread with unflushed
+    writes leaves memory instead, keeping its copy, as ``leave_memory`` does.
+
+    What the copy holds stays described (``residency``): the same ids went from both tiers, so the hot tier
+    still holds every durable checkpoint at or above each namespace's floor.
+
+    Runtime complexity: that of ``Store.remove_planned``.
+    """
+    store = shared.hot.store
+    with store.exclusive():
+        if shared.dirty.is_dirty(thread_id):
+            leave_memory(shared, {thread_id})
+            return
+        shared.marks.move(thread_id)  # a read in flight from before the prune must not be joined
+        store.remove_planned(thread_id, planned)
 
 
 def _newest_id(newest: list[CheckpointTuple]) -> str | None:

@@ -132,6 +132,25 @@ def test_plan_rolling_keeps_what_a_delta_chain_needs() -> None:
         pruning.plan_rolling(store.threads["t"], "", new, {("d", "v5"): None}, None, limits)
 
 
+def test_remove_planned_takes_exactly_the_plan_and_leaves_no_missing_parent() -> None:
+    store = stocked(StoreLimits())
+    parent = None
+    for number in range(5):
+        put(store, "t", "", f"{number}", parent)
+        parent = f"{number}"
+    put(store, "t", "call:1", "a")
+    thread = store.threads["t"]
+    removed = store.remove_planned("t", {"": ["0", "1", "2", "missing"], "call:1": ["a"], "gone:2": ["b"]})
+    assert removed == 4
+    assert thread.namespaces[""].ids == ["3", "4"] and "call:1" not in thread.namespaces
+    assert thread.namespaces[""].records["3"].parent_id is None  # its parent went: none, not one missing
+    assert thread.namespaces[""].records["4"].parent_id == "3"
+    assert set(thread.namespaces[""].blobs) == {("c", "3"), ("c", "4")}  # the others' values went with them
+    assert thread.checkpoints == 2 and store.stats().checkpoints == 2 and store.stats().blobs == 2
+    store.check()  # totals and bytes agree with what is stored
+    assert store.remove_planned("t", {"": ["0"]}) == 0 and store.remove_planned("absent", {"": ["3"]}) == 0
+
+
 def test_make_room_evicts_the_least_recently_used_not_the_kept() -> None:
     clock = FakeClock()
     store = stocked(StoreLimits(max_threads=3), clock)

@@ -305,6 +305,54 @@ def test_subgraph_calls_go_with_their_root_checkpoint(tmp_path: Path) -> None:
     assert calls == stock_calls
 
 
+def answers(saver: Any, thread_id: str) -> list[tuple[Any, ...]]:
+    """Every checkpoint of every namespace a saver lists for the thread: where, parent and pending writes (raw
+    channel values differ between savers by design: graphs rebuild a ``DeltaChannel``'s)."""
+    found = []
+    for item in saver.list({"configurable": {"thread_id": thread_id}}):
+        parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        location = item.config["configurable"]
+        found.append(
+            (
+                location["checkpoint_ns"],
+                location["checkpoint_id"],
+                parent,
+                sorted((task, channel) for task, channel, _ in item.pending_writes or ()),
+            )
+        )
+    return sorted(found)
+
+
+def history_of(app: Any) -> list[Any]:
+    return list(app.get_state_history(thread("long")))
+
+
+@pytest.mark.parametrize("graph", ["steps", "delta", "nested"])
+def test_a_pruned_thread_stays_hot_and_answers_as_the_durable_tier(tmp_path: Path, graph: str) -> None:
+    saver = tiered(tmp_path / "t.db", Clock(), keep_last=2)
+    if graph == "steps":
+        app = run_turns(saver, ["long"], turns=4)
+    elif graph == "delta":
+        app = delta_graph(saver, {})
+        for turn in range(5):
+            app.invoke({"items": [f"user {turn}"]}, thread("long"))
+    else:
+        app = nested_graph(saver, {})
+        for turn in range(3):
+            app.invoke({"messages": [f"go {turn}"]}, thread("long"))
+            app.invoke(Command(resume=f"answer {turn}"), thread("long"))
+        app.invoke({"messages": ["last"]}, thread("long"))
+    history = {snapshot.config["configurable"]["checkpoint_id"]: snapshot.values for snapshot in history_of(app)}
+    assert saver.sweep().pruned_threads == 1
+    misses = saver.stats().misses
+    assert answers(saver, "long") == answers(saver.durable, "long")  # parents too: none left that is not there
+    kept = history_of(app)
+    assert saver.stats().misses == misses  # answered from memory: the prune kept the thread hot
+    assert 2 <= len(kept) < len(history)
+    assert all(snapshot.values == history[snapshot.config["configurable"]["checkpoint_id"]] for snapshot in kept)
+    saver.hot.store.check()
+
+
 # --- what a sweep leaves alone, and its bounds ------------------------------------------------------------------
 
 

@@ -42,7 +42,8 @@ for both sides.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
 from ..durable_format import Kind
@@ -84,12 +85,15 @@ class Removed(NamedTuple):
         nbytes: Bytes of the rows removed, as the database measures them (SQLite: the length of each payload;
             PostgreSQL: ``pg_column_size``, after its compression).
         whole: The thread went whole (an idle thread deleted).
+        planned: The checkpoint ids a prune planned away, by namespace (empty for a deletion): the hot tier
+            removes the same (``removal.prune_memory``).
     """
 
     checkpoints: int
     writes: int
     nbytes: int
     whole: bool
+    planned: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
 NOTHING = Removed(0, 0, 0, False)
@@ -274,7 +278,7 @@ class SqlDialect:
             if freed:
                 nbytes += yield from self._collect_blobs(thread_id, namespace, freed)
         rows = yield self.params("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"), (thread_id,)
-        return Removed(checkpoints, writes, nbytes, not rows)
+        return Removed(checkpoints, writes, nbytes, not rows, removals)
 
     def deleted_columns(self) -> str:
         """What a deleted checkpoint row returns: its bytes (and, for PostgreSQL, the versions it used)."""

@@ -8,8 +8,8 @@ database (``storage``) for SQLite and PostgreSQL. Then the hot tier lets go:
 * a thread deleted whole leaves memory and is remembered as deleted
   (``removal.forget_deleted``), as ``delete_thread`` does, so a late write
   that continues it is refused, loudly;
-* a pruned thread leaves memory (``removal.leave_memory``), to be read again
-  from what the durable tier kept.
+* a pruned thread loses the same checkpoints in memory (``removal.prune_memory``),
+  and stays hot: its next turn reads no durable tier.
 
 A thread in use is left for a later pass: one with unflushed writes
 (write-back), or used in this process within ``in_use_seconds`` (the TTL for
@@ -32,7 +32,7 @@ from ...codec import DELTA_COUNTERS_KEY
 from ..durable import DurableTier, location_of, rewrite_keeping, survivors
 from ..durable_format import Kind, kind_of
 from ..flushing import flush_thread
-from ..removal import forget_deleted, leave_memory
+from ..removal import forget_deleted, prune_memory
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .plan import removals
@@ -87,7 +87,7 @@ def remove_from_thread(
         if removed.whole:
             forget_deleted(shared, thread_id, newest)
         elif removed.checkpoints:
-            leave_memory(shared, {thread_id})
+            prune_memory(shared, thread_id, removed.planned)
     return removed
 
 
@@ -190,7 +190,7 @@ def _remove_through_api(
         return NOTHING, newest
     removed = [item for item in everything if location_of(item) in gone]
     rewrite_keeping(durable, thread_id, everything, {location_of(item) for item in everything} - gone)
-    return Removed(len(removed), _writes(removed), 0, len(removed) == len(everything)), newest
+    return Removed(len(removed), _writes(removed), 0, len(removed) == len(everything), planned), newest
 
 
 def _writes(items: Sequence[CheckpointTuple]) -> int:
