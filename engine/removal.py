@@ -117,13 +117,13 @@ def prune(state: State, thread_ids: Sequence[str], *, keep_last: int | None) -> 
 
 
 def remove_planned(state: State, thread_id: str, planned: Mapping[str, Sequence[str]]) -> int:
-    """Remove exactly the checkpoints planned elsewhere (namespace to ids), with their writes and the blobs no
-    remaining checkpoint references; a remaining checkpoint whose parent went is left with no parent. Return
-    how many were removed.
+    """Remove exactly the checkpoints planned elsewhere (namespace to ids), with their writes (also writes
+    stored under a planned id whose checkpoint is not) and the blobs no remaining checkpoint references; a
+    remaining checkpoint whose parent is a planned id is left with no parent. Return how many checkpoints went.
 
     For a copy of a thread that another store pruned by its own plan (the tiered saver's durable tier): the
-    copy then answers as that store does, which leaves no parent that is not there. Ids, namespaces and a
-    thread not stored are skipped.
+    copy may hold part of the thread only, and then answers as that store does, which leaves no parent that
+    is not there. Ids, namespaces and a thread not stored are skipped.
 
     Runtime complexity: O(n * channels) per namespace named, of n checkpoints (``plan_removal``'s blob sweep
     and one pass over the records for their parents), and the thread's runs recounted once if a removed
@@ -139,15 +139,18 @@ def remove_planned(state: State, thread_id: str, planned: Mapping[str, Sequence[
         if space is None:
             continue
         removal = plan_removal(space, checkpoint_ids)
-        if not removal.checkpoint_ids:
-            continue
-        runs_changed |= state.remove_checkpoints(thread, name, removal)
-        removed += len(removal.checkpoint_ids)
-        gone = set(removal.checkpoint_ids)
+        if removal.checkpoint_ids:
+            runs_changed |= state.remove_checkpoints(thread, name, removal)
+            removed += len(removal.checkpoint_ids)
+        gone = set(checkpoint_ids)  # not only those held here: a kept one's parent may be gone from the other
         records = space.records
-        for checkpoint_id, record in list(records.items()):
-            if record.parent_id in gone:
-                records[checkpoint_id] = record._replace(parent_id=None)  # its cost counts no parent id
+        orphans = [checkpoint_id for checkpoint_id, record in records.items() if record.parent_id in gone]
+        for checkpoint_id in orphans:
+            records[checkpoint_id] = records[checkpoint_id]._replace(parent_id=None)  # its cost counts no parent
+        if orphans:
+            state.mark_changed(thread_id)
+        for checkpoint_id in [checkpoint_id for checkpoint_id in space.writes if checkpoint_id in gone]:
+            state.remove_writes(thread, name, checkpoint_id)  # writes held under a checkpoint held elsewhere
     _settle(state, thread, runs_changed)
     return removed
 

@@ -18,6 +18,7 @@ from langgraph.checkpoint.bounded.engine import (
     CheckpointRecord,
     Store,
     StoreLimits,
+    WriteRecord,
     eviction,
     lineage,
     pruning,
@@ -149,6 +150,17 @@ def test_remove_planned_takes_exactly_the_plan_and_leaves_no_missing_parent() ->
     assert thread.checkpoints == 2 and store.stats().checkpoints == 2 and store.stats().blobs == 2
     store.check()  # totals and bytes agree with what is stored
     assert store.remove_planned("t", {"": ["0"]}) == 0 and store.remove_planned("absent", {"": ["3"]}) == 0
+
+
+def test_remove_planned_clears_parents_and_writes_of_ids_held_only_elsewhere() -> None:
+    store = stocked(StoreLimits())
+    put(store, "t", "", "3", "2")  # a partial copy: "2" (its parent) and "1" are held elsewhere only
+    store.put_writes("t", "", "1", [WriteRecord.of("task", 0, "c", PAYLOAD)])  # writes under a checkpoint not held
+    assert store.remove_planned("t", {"": ["1", "2"]}) == 0  # no checkpoint of the plan was held here
+    space = store.threads["t"].namespaces[""]
+    assert space.records["3"].parent_id is None and "1" not in space.writes
+    assert store.stats().pending_writes == 0
+    store.check()
 
 
 def test_make_room_evicts_the_least_recently_used_not_the_kept() -> None:

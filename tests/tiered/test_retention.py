@@ -353,6 +353,20 @@ def test_a_pruned_thread_stays_hot_and_answers_as_the_durable_tier(tmp_path: Pat
     saver.hot.store.check()
 
 
+def test_a_partial_hot_copy_loses_the_parent_the_prune_removed(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    run_turns(TieredSaver(sqlite_durable(path)), ["long"], turns=3)
+    saver = TieredSaver(sqlite_durable(path), config=SMALL)
+    latest = saver.get_tuple(thread("long"))  # only the latest comes to memory: its parent is durable only
+    assert latest is not None and latest.parent_config is not None
+    saver.prune(["long"], strategy="keep_last", keep_last=1)
+    hot, durable = saver.get_tuple(thread("long")), saver.durable.get_tuple(thread("long"))
+    assert hot is not None and durable is not None
+    assert hot.config == durable.config and hot.parent_config is None and durable.parent_config is None
+    assert saver.stats().misses == 1  # the first read; the prune kept the copy
+    saver.hot.store.check()
+
+
 # --- what a sweep leaves alone, and its bounds ------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from ...codec import DELTA_COUNTERS_KEY
 from ..durable import DurableTier, location_of, rewrite_keeping, survivors
 from ..durable_format import Kind, kind_of
 from ..flushing import flush_thread
-from ..removal import forget_deleted, prune_memory
+from ..removal import forget_deleted, leave_memory, prune_memory
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .plan import removals
@@ -86,8 +86,10 @@ def remove_from_thread(
             removed, newest = _remove_through_api(tiers.durable, thread_id, keep_last, idle_before)
         if removed.whole:
             forget_deleted(shared, thread_id, newest)
-        elif removed.checkpoints:
+        elif removed.planned:
             prune_memory(shared, thread_id, removed.planned)
+        elif removed.checkpoints:  # an idle deletion another process's write cut short: what is left is unknown
+            leave_memory(shared, {thread_id})
     return removed
 
 
