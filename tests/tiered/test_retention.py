@@ -141,10 +141,14 @@ def dangling_parents(path: Path) -> list[tuple[str, str]]:
         ).fetchall()
 
 
-def tiered(path: Path, clock: Clock, **policy: Any) -> TieredSaver:
+def tiered(path: Path | None, clock: Clock, *, durable: Any = None, **policy: Any) -> TieredSaver:
+    """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked."""
     settings: dict[str, Any] = {"sweep_interval_seconds": math.inf, **policy}
+    if durable is None:
+        assert path is not None
+        durable = sqlite_durable(path)
     return TieredSaver(
-        sqlite_durable(path),
+        durable,
         config=SMALL,
         retention=RetentionPolicy(**settings),
         clock=clock.monotonic,
@@ -433,13 +437,7 @@ def test_a_failed_search_keeps_the_threads_left_due(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(sweep, "DISCOVERY_PAGE", 1)  # one thread a search: the second search finds "b-idle"
     clock = Clock()
     durable = ControlledSqlite(tmp_path / "t.db")
-    saver = TieredSaver(
-        durable,
-        config=SMALL,
-        retention=RetentionPolicy(idle_ttl_seconds=DAY, sweep_interval_seconds=math.inf),
-        clock=clock.monotonic,
-        wall_clock=clock,
-    )
+    saver = tiered(tmp_path / "t.db", clock, durable=durable, idle_ttl_seconds=DAY)
     run_turns(saver, ["a-read", "b-idle"], turns=1)
     assert saver.sweep().deleted_threads == 0  # nothing due yet: makes the index, so the searches come next
     clock.idle_since(time.time(), DAY)
@@ -484,10 +482,7 @@ def test_a_sweep_commits_and_unlocks_on_every_kind_of_connection(tmp_path: Path,
         connection.commit()
         connection.execute("INSERT INTO other VALUES (1)")  # opens a transaction, left for the sweep to end
     clock = Clock()
-    policy = RetentionPolicy(idle_ttl_seconds=DAY, sweep_interval_seconds=math.inf)
-    saver = TieredSaver(
-        SqliteSaver(connection), config=SMALL, retention=policy, clock=clock.monotonic, wall_clock=clock
-    )
+    saver = tiered(path, clock, durable=SqliteSaver(connection), idle_ttl_seconds=DAY)
     clock.idle_since(time.time(), DAY)
     assert saver.sweep().deleted_threads == 1
     other = sqlite3.connect(path, timeout=0.5)  # another process writes at once: nothing left locked
@@ -537,13 +532,7 @@ def test_two_savers_sweeping_one_file_remove_each_thread_once(tmp_path: Path) ->
 def test_a_failing_durable_tier_fails_the_pass_and_is_counted(tmp_path: Path) -> None:
     clock = Clock()
     durable = ControlledSqlite(tmp_path / "t.db")
-    saver = TieredSaver(
-        durable,
-        config=SMALL,
-        retention=RetentionPolicy(idle_ttl_seconds=DAY, sweep_interval_seconds=math.inf),
-        clock=clock.monotonic,
-        wall_clock=clock,
-    )
+    saver = tiered(tmp_path / "t.db", clock, durable=durable, idle_ttl_seconds=DAY)
     run_turns(saver, ["a"])
     clock.idle_since(time.time(), DAY)
     original = durable.cursor
@@ -596,13 +585,7 @@ async def test_asweep_on_the_event_loop(tmp_path: Path) -> None:
 def test_through_the_api_of_another_saver(tmp_path: Path) -> None:
     clock = Clock()
     durable = StockSaver()
-    saver = TieredSaver(
-        durable,
-        config=SMALL,
-        retention=RetentionPolicy(idle_ttl_seconds=DAY, keep_last=3, sweep_interval_seconds=math.inf),
-        clock=clock.monotonic,
-        wall_clock=clock,
-    )
+    saver = tiered(None, clock, durable=durable, idle_ttl_seconds=DAY, keep_last=3)
     run_turns(saver, ["idle"], turns=1)
     mark = time.time()
     app = run_turns(saver, ["long"], turns=3)
