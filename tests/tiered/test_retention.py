@@ -371,6 +371,25 @@ def test_a_partial_hot_copy_loses_the_parent_the_prune_removed(tmp_path: Path) -
     saver.hot.store.check()
 
 
+@pytest.mark.parametrize("method", ["list", "get_tuple"])
+def test_a_read_that_began_before_a_prune_does_not_bring_back_what_it_removed(tmp_path: Path, method: str) -> None:
+    durable = ControlledSqlite(tmp_path / "t.db")
+    saver = tiered(tmp_path / "t.db", Clock(), durable=durable, keep_last=2)
+    run_turns(saver, ["long"], turns=4)
+    run_turns(saver, ["x", "y"], turns=1)  # "long" leaves memory: the read below misses
+    durable.held = {method}  # it reads the durable tier, then waits while the prune runs
+    reads = {"list": lambda: list(saver.list(thread("long"))), "get_tuple": lambda: saver.get_tuple(thread("long"))}
+    reader = threading.Thread(target=reads[method], daemon=True)
+    reader.start()
+    assert durable.holding.wait(30)
+    saver.prune(["long"], strategy="keep_last", keep_last=2)  # a read in flight does not hold it up
+    durable.release.set()
+    reader.join(30)
+    assert not reader.is_alive()
+    assert answers(saver, "long") == answers(durable, "long") and len(answers(durable, "long")) == 2
+    saver.hot.store.check()
+
+
 # --- what a sweep leaves alone, and its bounds ------------------------------------------------------------------
 
 

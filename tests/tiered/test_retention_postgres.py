@@ -99,8 +99,9 @@ async def test_what_keep_last_keeps_over_postgres_answers_as_the_stock_saver(
     assert unused_values(cluster.conninfo) == 0
 
 
+@pytest.mark.parametrize("write", ["through", "back"])
 @pytest.mark.parametrize("name", ["interrupt_and_resume", "subgraph_interrupts", "delta_channel_conversation"])
-async def test_keep_last_over_async_postgres(cluster: PostgresCluster, name: str) -> None:
+async def test_keep_last_over_async_postgres(cluster: PostgresCluster, name: str, write: str) -> None:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg import AsyncConnection
     from psycopg.rows import dict_row
@@ -110,7 +111,7 @@ async def test_keep_last_over_async_postgres(cluster: PostgresCluster, name: str
     async with await AsyncConnection.connect(
         cluster.conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
     ) as connection:
-        saver = TieredSaver(AsyncPostgresSaver(connection), config=SMALL)
+        saver = TieredSaver(AsyncPostgresSaver(connection), config=SMALL, write=write)  # type: ignore[arg-type]
         expected, actual = await traces(factory, scenario, saver, True, WIDER.get(name, KEEP_LAST))
         assert actual == expected
         await saver.aclose()
