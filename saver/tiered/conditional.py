@@ -95,20 +95,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import datetime
 import functools
 import hashlib
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base.id import UUID as LangGraphUUID
 
 from .durable import DURABLE_CALL_SECONDS, DurableSideError
 from .durable_format import kind_of
 from .pools import in_durable_pool
 
-__all__ = ["CheckpointConflictError", "aput_if_newest", "conditional_support", "put_if_newest"]
+__all__ = [
+    "KNOWN_NEWEST_THREADS",
+    "CheckpointConflictError",
+    "KnownNewest",
+    "aput_if_newest",
+    "conditional_support",
+    "put_if_newest",
+]
 
 S = TypeVar("S")
 
@@ -136,6 +147,9 @@ class CheckpointConflictError(RuntimeError):
         checkpoint_ns: The namespace ("" for the root graph).
         expected: The newest checkpoint id the caller expected (None: it expected the namespace empty).
         found: The newest checkpoint id found (None: the namespace has none, as after ``delete_thread``).
+        checkpoint_id: The checkpoint the refused put would have stored.
+        found_metadata: What the durable tier holds of the found checkpoint's metadata (``source``, ``step``,
+            ``run_id``...), read after the conflict to say who wrote it; None when it could not be read.
     """
 
     def __init__(
@@ -146,32 +160,55 @@ class CheckpointConflictError(RuntimeError):
         found: str | None,
         *,
         checkpoint_id: str | None = None,
+        found_metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.expected = expected
         self.found = found
         self.checkpoint_id = checkpoint_id
+        self.found_metadata = None if found_metadata is None else dict(found_metadata)
         wanted = (
             f"expected its newest durable checkpoint to be {expected}"
             if expected is not None
             else "expected it to have no checkpoint yet"
         )
-        seen = f"found {found}" if found is not None else "found none (was the thread deleted?)"
+        if found is None:
+            seen = "found none (was the thread deleted, by delete_thread or retention, in another process?)"
+        else:
+            seen = f"found {found}{_written_by(found, self.found_metadata)}"
         if found is not None and found == checkpoint_id:
             seen += ", the very checkpoint being put (an earlier attempt of this put was stored)"
         super().__init__(
             f"conditional put refused on thread {thread_id!r}, namespace {checkpoint_ns!r}: {wanted}, {seen}. "
-            f"Nothing was written: another writer moved the thread on since it was read. Read the thread again "
-            f"(get_state) and retry the run from there."
+            f"Nothing was written: another writer moved the thread on since this process last read or wrote it "
+            f"(another process, or a writer of this one that does not use conditional_writes). Read the thread "
+            f"again (get_state) and retry the run from there."
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # An exception's default pickling passes only the message to __init__: keep the fields across processes.
         return (
-            functools.partial(type(self), checkpoint_id=self.checkpoint_id),
+            functools.partial(type(self), checkpoint_id=self.checkpoint_id, found_metadata=self.found_metadata),
             (self.thread_id, self.checkpoint_ns, self.expected, self.found),
         )
+
+
+_UUID_EPOCH = datetime.datetime(1582, 10, 15, tzinfo=datetime.UTC)
+
+
+def _written_by(checkpoint_id: str, metadata: Mapping[str, Any] | None) -> str:
+    """Who wrote a checkpoint, as far as its id (uuid6 ids hold the time of their put) and metadata say."""
+    parts = []
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        made = LangGraphUUID(checkpoint_id)
+        if made.version == 6:
+            written = _UUID_EPOCH + datetime.timedelta(microseconds=made.time // 10)
+            parts.append(f"written at {written:%Y-%m-%d %H:%M:%S.%f} UTC")
+    for key in ("source", "step", "run_id", "graph_id", "assistant_id"):
+        if metadata is not None and metadata.get(key) is not None:
+            parts.append(f"{key} {metadata[key]!r:.60}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 @dataclass(frozen=True)
@@ -577,3 +614,66 @@ async def aput_if_newest(
     if _running_loop() is loop:
         return await native
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(native, loop))
+
+
+# --- what this process knows of each namespace's newest ------------------------------------------------------
+
+KNOWN_NEWEST_THREADS = 100_000
+"""Threads ``KnownNewest`` remembers at most (about 200 bytes each): past it, the least recently written or read
+is forgotten, and a fork of it that is no longer hot is checked against its parent only (a needless conflict,
+never a fork let through)."""
+
+
+class KnownNewest:
+    """Per thread and namespace: the newest checkpoint id this process knows the durable tier holds (what it
+    last wrote there with a conditional put, or read there as the newest), kept after the thread leaves the hot
+    tier. A conditional put of a thread that is not hot expects the greater of that and its parent: a deliberate
+    fork from an older checkpoint is then no conflict, and a put continuing what was read since is none either.
+
+    Invariant: at most ``capacity`` threads, least recently noted first out; each holds at least one namespace.
+    Reads and writes under ``lock`` (the engine's lock is not held: this is the durable side's knowledge).
+
+    Args:
+        capacity: Threads remembered at most.
+    """
+
+    def __init__(self, capacity: int = KNOWN_NEWEST_THREADS) -> None:
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.threads: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    def note(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+        """The durable tier holds ``checkpoint_id`` in the namespace, newest or not: keep the greater id known
+        (ids are time-ordered). Runtime complexity: O(1) amortized."""
+        with self.lock:
+            namespaces = self.threads.get(thread_id)
+            if namespaces is None:
+                namespaces = self.threads[thread_id] = {}
+                while len(self.threads) > self.capacity:
+                    self.threads.popitem(last=False)
+            else:
+                self.threads.move_to_end(thread_id)
+            known = namespaces.get(namespace)
+            if known is None or checkpoint_id > known:
+                namespaces[namespace] = checkpoint_id
+
+    def expected(self, thread_id: str, namespace: str, parent_id: str | None) -> str | None:
+        """What a put of a thread that is not hot expects to be the namespace's newest: the greater of what this
+        process knows and the put's parent (which it read). Runtime complexity: O(1)."""
+        with self.lock:
+            namespaces = self.threads.get(thread_id)
+            known = None if namespaces is None else namespaces.get(namespace)
+        if known is None or (parent_id is not None and parent_id > known):
+            return parent_id
+        return known
+
+    def forget(self, thread_id: str) -> None:
+        """Forget a thread (deleted, or found moved on by another writer). Runtime complexity: O(1)."""
+        with self.lock:
+            self.threads.pop(thread_id, None)
+
+    def check(self) -> None:
+        """Assert the invariant (for tests)."""
+        with self.lock:
+            assert len(self.threads) <= self.capacity, len(self.threads)
+            assert all(self.threads.values()), "a thread with no namespace"

@@ -38,6 +38,7 @@ Each hot-tier step runs in one hold of the hot store's lock, with what it tells
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -526,7 +527,8 @@ def precheck_writes(
 
 def expected_newest(shared: Shared, thread_id: str, namespace: str, parent_id: str | None) -> str | None:
     """The newest checkpoint this process believes the namespace has: its hot latest when the hot tier holds the
-    namespace (so that a deliberate fork from an older checkpoint is no conflict), else the put's parent.
+    namespace (so that a deliberate fork from an older checkpoint is no conflict); else the greater of what it
+    last wrote or read there (``conditional.KnownNewest``, kept when the thread left memory) and the put's parent.
 
     Runtime complexity: O(1).
     """
@@ -536,7 +538,7 @@ def expected_newest(shared: Shared, thread_id: str, namespace: str, parent_id: s
             newest = store.newest_id(thread_id, namespace)
             if newest is not None:
                 return newest
-    return parent_id
+    return shared.known_newest.expected(thread_id, namespace, parent_id)
 
 
 def put_if_newest(
@@ -544,23 +546,25 @@ def put_if_newest(
 ) -> RunnableConfig:
     """The durable put of a write-through with ``conditional_writes``: made only while the namespace's newest
     durable checkpoint is the one this process expects (``expected_newest``); on a conflict the thread's hot copy,
-    stale, leaves memory, and the error goes to the caller.
+    stale, leaves memory, and the error goes to the caller, naming who wrote the newest it found.
 
     Raises:
-        CheckpointConflictError: Another process wrote the namespace since; nothing was written.
+        CheckpointConflictError: Another writer wrote the namespace since; nothing was written.
 
-    Runtime complexity: the durable put plus its check (``tiered.conditional``).
+    Runtime complexity: the durable put plus its check (``tiered.conditional``); a conflict, one durable read more.
     """
     thread_id, namespace, parent_id = locate(config)
     expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
     try:
         with tiers.durable.health.counting():
-            return conditional.put_if_newest(
+            stored = conditional.put_if_newest(
                 tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
             )
-    except conditional.CheckpointConflictError:
+    except conditional.CheckpointConflictError as conflict:
         _drop_stale(tiers.shared, thread_id)
-        raise
+        raise _explained(conflict, _found_metadata(tiers, conflict)) from None
+    tiers.shared.known_newest.note(thread_id, namespace, str(checkpoint["id"]))
+    return stored
 
 
 async def aput_if_newest(
@@ -571,12 +575,45 @@ async def aput_if_newest(
     expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
     try:
         with tiers.durable.health.counting():
-            return await conditional.aput_if_newest(
+            stored = await conditional.aput_if_newest(
                 tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
             )
-    except conditional.CheckpointConflictError:
+    except conditional.CheckpointConflictError as conflict:
         _drop_stale(tiers.shared, thread_id)
-        raise
+        found = None
+        if conflict.found is not None:
+            with contextlib.suppress(Exception):  # the error is what matters: its details are the best we can
+                found = await tiers.durable.aget_tuple(_found_config(conflict))
+        raise _explained(conflict, None if found is None else found.metadata) from None
+    tiers.shared.known_newest.note(thread_id, namespace, str(checkpoint["id"]))
+    return stored
+
+
+def _found_config(conflict: conditional.CheckpointConflictError) -> RunnableConfig:
+    return stored_config(conflict.thread_id, conflict.checkpoint_ns, conflict.found or "")
+
+
+def _found_metadata(tiers: Tiers, conflict: conditional.CheckpointConflictError) -> Any:
+    """The metadata of the newest checkpoint a conflict found (who wrote it), or None. Runtime complexity: one
+    durable read, on the conflict's path only."""
+    if conflict.found is None:
+        return None
+    with contextlib.suppress(Exception):  # the error is what matters: its details are the best we can read
+        found = tiers.durable.get_tuple(_found_config(conflict))
+        return None if found is None else found.metadata
+    return None
+
+
+def _explained(conflict: conditional.CheckpointConflictError, metadata: Any) -> conditional.CheckpointConflictError:
+    """The conflict again, naming who wrote the newest checkpoint it found."""
+    return conditional.CheckpointConflictError(
+        conflict.thread_id,
+        conflict.checkpoint_ns,
+        conflict.expected,
+        conflict.found,
+        checkpoint_id=conflict.checkpoint_id,
+        found_metadata=metadata,
+    )
 
 
 def _drop_stale(shared: Shared, thread_id: str) -> None:
@@ -587,6 +624,7 @@ def _drop_stale(shared: Shared, thread_id: str) -> None:
         shared.residency.forget(thread_id)
         store.delete_thread(thread_id)
         shared.counters.conflicts += 1
+    shared.known_newest.forget(thread_id)  # moved on by another writer: what it knew is stale
 
 
 # --- small pieces of the write paths -----------------------------------------------------------------------------

@@ -238,6 +238,8 @@ def _admit_read(
     Runtime complexity: O(size of what it found) to encode, plus that of ``_admit``.
     """
     admission = None
+    if found is not None and checkpoint_id is None and tiers.shared.conditional_writes:
+        tiers.shared.known_newest.note(thread_id, namespace, str(configurable(found.config)["checkpoint_id"]))
     if found is not None:
         with contextlib.suppress(TypeError, ValueError):  # a value this serializer cannot write: not admitted
             admission = _encode_read(tiers, found, exact)
@@ -450,6 +452,10 @@ def _admit_list(
     namespace = request.namespace
     if namespace is None or not _admissible(request, items):
         return
+    if request.before_id is None and tiers.shared.conditional_writes:
+        tiers.shared.known_newest.note(
+            request.thread_id, namespace, str(configurable(items[0].config)["checkpoint_id"])
+        )
     exhausted = request.limit is None or len(items) < request.limit
     try:
         admissions = [_encode_read(tiers, item, exact) for item in reversed(items)]

@@ -142,6 +142,7 @@ def leave_memory(shared: Shared, thread_ids: Collection[str], run_ids: Sequence[
         holders = set(thread_ids)
         holders |= store.threads_holding(run_ids)
         for thread_id in holders:
+            shared.known_newest.forget(thread_id)  # its newest may have changed in the durable tier
             shared.marks.move(thread_id)
             shared.residency.forget(thread_id)
             if not shared.dirty.is_dirty(thread_id):
@@ -185,6 +186,7 @@ def forget_deleted(shared: Shared, thread_id: str, newest_id: str | None) -> Non
         shared.dirty.take(thread_id)
         store.delete_thread(thread_id)
         shared.residency.known_empty(thread_id)
+    shared.known_newest.forget(thread_id)
     candidates = [cid for cid in (newest_id, dirty_newest, hot_newest) if cid is not None]
     shared.deleted.remember(thread_id, max(candidates, default=None))
     shared.unstorable.forget(thread_id)  # deleted: the tombstone refuses what continues its old lives

@@ -25,6 +25,7 @@ from ..background import JobHealth, Periodic
 from ..config import InMemoryCheckpointConfig
 from ..engine import DroppedThread, Store, ThreadExport
 from ..saver import BoundedInMemorySaver
+from .conditional import KnownNewest
 from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
 from .residency import EarlyWrites, ResidencyLedger
@@ -64,6 +65,7 @@ class Shared:
         self.gates = ThreadGates()
         self.flights: Flights[Any] = Flights()
         self.deleted = DeletedThreads(capacity)
+        self.known_newest = KnownNewest()  # conditional writes: each namespace's newest, kept out of memory too
         self.health = DurableHealth()
         self.counters = Counters()
         self.spill_requests: set[str] = set()

@@ -224,3 +224,130 @@ def test_two_processes_racing_invokes_lose_nothing_acknowledged(
     items = list(durable.list(config(thread_id)))
     parents = [item.parent_config["configurable"]["checkpoint_id"] for item in items if item.parent_config]
     assert len(parents) == len(set(parents)), "two checkpoints share a parent: the thread forked"
+
+
+# --- a fork once the thread left the hot tier (issue 32, finding 3) ---------------------------------------------
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_fork_of_a_thread_no_longer_hot_is_no_conflict(tmp_path: Path, use_async: bool) -> None:
+    """Time travel from an older checkpoint after another conversation pushed the thread out of a one-thread
+    hot tier: the process's own last write is still what it expects, so the fork is stored, not refused."""
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    tiered = TieredSaver(
+        sqlite_durable(tmp_path / "durable.sqlite"),
+        config=InMemoryCheckpointConfig(max_threads=1),
+        conditional_writes=True,
+    )
+    first = tiered.put(*child_of(tiered, "t", 1))
+    tiered.put(*child_of(tiered, "t", 2))
+    assert tiered.get_tuple(first) is not None  # the user reads the older checkpoint...
+    tiered.put(*child_of(tiered, "other", 7))  # ...another conversation pushes "t" out of memory...
+    assert tiered.store.last_used("t") is None
+    version = f"{9:032}.0"
+    fork = (first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
+    if use_async:
+        asyncio.run(tiered.aput(*fork))  # ...and forks from it: no other writer exists, so no conflict
+    else:
+        tiered.put(*fork)
+    assert tiered.stats().conflicts == 0
+    values, forks = chain_of(open_durable("sqlite", str(tmp_path / "durable.sqlite")), "t")
+    assert values == [9, 2, 1] and forks == 1  # 9 and 2 are both children of 1: the fork the user asked for
+
+
+def test_a_fork_after_reading_another_process_write_is_no_conflict(tmp_path: Path) -> None:
+    """What this process read counts as known too: a thread another process moved on, read here, then pushed
+    out of memory, forks here without a conflict."""
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    where = str(tmp_path / "durable.sqlite")
+    small = InMemoryCheckpointConfig(max_threads=1)
+    here = TieredSaver(open_durable("sqlite", where), config=small, conditional_writes=True)
+    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    first = here.put(*child_of(here, "t", 1))
+    here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
+    there.put(*child_of(there, "t", 2))  # another process moves "t" on
+    assert here.get_tuple(config("t")).checkpoint["channel_values"]["x"] == 2  # type: ignore[union-attr]
+    here.put(*child_of(here, "other", 8))  # and "t" leaves memory again
+    version = f"{9:032}.0"
+    here.put(first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
+    assert here.stats().conflicts == 0
+
+
+def test_a_real_conflict_names_the_newest_found_and_who_can_have_written_it(tmp_path: Path) -> None:
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    where = str(tmp_path / "durable.sqlite")
+    here = TieredSaver(
+        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+    )
+    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    first = here.put(*child_of(here, "t", 1))
+    here.put(*child_of(here, "other", 7))  # "t" leaves memory
+    written = there.put(*child_of(there, "t", 2))  # another process writes it, and this one never read that
+    version = f"{9:032}.0"
+    with pytest.raises(CheckpointConflictError) as raised:
+        here.put(first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
+    message = str(raised.value)
+    assert written["configurable"]["checkpoint_id"] in message  # the newest it found
+    assert "another process" in message and "written at" in message  # who, and when (the id's time)
+    assert raised.value.found == written["configurable"]["checkpoint_id"]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_time_travel_with_a_small_hot_tier_is_never_refused(
+    tmp_path: Path, use_async: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reporter's run: time travel (``invoke(None, older_config)``) while another conversation of the same
+    process pushes the thread out of a one-thread hot tier between the fork's read of the older checkpoint and
+    its put, conditional writes on: no run is refused, and each fork lands."""
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    tiered = TieredSaver(
+        sqlite_durable(tmp_path / "durable.sqlite"),
+        config=InMemoryCheckpointConfig(max_threads=1),
+        conditional_writes=True,
+    )
+    app = counter(tiered)
+    pushing: list[str] = []
+    get_tuple, aget_tuple = tiered.get_tuple, tiered.aget_tuple
+
+    def push_out(config: Any) -> None:
+        if pushing and config["configurable"]["thread_id"] != pushing[0]:  # a read of the fork: another
+            # conversation takes the one hot place right after it
+            tiered.put(*child_of(tiered, pushing[0], len(pushing)))
+            pushing.append(pushing[0])
+
+    def reading(config: Any) -> Any:
+        found = get_tuple(config)
+        push_out(config)
+        return found
+
+    async def areading(config: Any) -> Any:
+        found = await aget_tuple(config)
+        push_out(config)
+        return found
+
+    monkeypatch.setattr(tiered, "get_tuple", reading)
+    monkeypatch.setattr(tiered, "aget_tuple", areading)
+
+    async def travel(thread_id: str) -> None:
+        settings = {"configurable": {"thread_id": thread_id}}
+        for _ in range(3):
+            await app.ainvoke({"count": 1}, settings) if use_async else app.invoke({"count": 1}, settings)
+        history = list(app.get_state_history(settings))
+        older = [state for state in history if state.next][-1].config  # the first input, its step not yet run
+        pushing.append(f"{thread_id}-meanwhile")
+        await app.ainvoke(None, older) if use_async else app.invoke(None, older)
+        assert len(pushing) > 2  # the other conversation ran after each of the fork's reads (LangGraph makes two)
+        pushing.clear()
+        forked = app.get_state(settings)
+        assert forked.values == {"count": 1} and forked.config != history[0].config  # the fork, newest now
+
+    async def main() -> None:
+        for thread_id in ("a", "b", "c"):
+            await travel(thread_id)
+
+    asyncio.run(main())
+    assert tiered.stats().conflicts == 0
