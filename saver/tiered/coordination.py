@@ -36,7 +36,7 @@ import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable, Iterator
+from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -163,6 +163,16 @@ class DeletedThreads:
         record = self.records.get(thread_id)
         if record is not None and record.continued_by(continues):
             raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
+
+    def covers(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
+        """Whether every one of ``checkpoint_ids`` belongs to a deleted life of the thread (a rewrite that read
+        them must not put them back). Runtime complexity: O(len(checkpoint_ids)); O(1) while none was deleted.
+        """
+        if not self.records:
+            return False
+        with self.lock:
+            record = self.records.get(thread_id)
+        return record is not None and all(record.continued_by(checkpoint_id) for checkpoint_id in checkpoint_ids)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -56,7 +56,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -86,6 +86,7 @@ __all__ = [
     "DurableSideError",
     "DurableTier",
     "Newest",
+    "RewriteGuard",
     "copy_thread_through_api",
     "location_of",
     "put_tuple",
@@ -434,13 +435,14 @@ class DurableTier:
         else:
             copy_thread_through_api(self, source_id, target_id)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str) -> None:
+    def prune(self, thread_ids: Sequence[str], *, strategy: str, guard: RewriteGuard | None = None) -> None:
         """Prune threads: the saver's own ``prune``, or (when it has none, or refuses a thread, as
         ``PostgresSaver.prune`` refuses ``keep_latest`` on threads using a ``DeltaChannel``) emulated.
 
         ``"keep_latest"`` keeps each namespace's latest checkpoint and the
         ancestors it needs to rebuild its ``DeltaChannel`` values (the engine's
-        rule, computed on a copy); ``"delete"`` deletes the threads.
+        rule, computed on a copy); ``"delete"`` deletes the threads. An emulated
+        thread is read and rewritten inside ``guard(thread_id)`` (see ``RewriteGuard``).
 
         Runtime complexity: the saver's, or O(size of the threads) round trips when emulated.
         """
@@ -452,18 +454,20 @@ class DurableTier:
                 pass  # a thread the saver's own rule refuses: the engine's rule keeps its delta chains
         for thread_id in thread_ids:
             if strategy == "keep_latest":
-                rewrite_thread(self, thread_id, lambda scratch, ids: scratch.prune(ids, strategy="keep_latest"))
+                keep = lambda scratch, ids: scratch.prune(ids, strategy="keep_latest")  # noqa: E731
+                rewrite_thread(self, thread_id, keep, guard)
             else:
                 self._call("delete_thread", thread_id)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> set[str]:
+    def delete_for_runs(self, run_ids: Sequence[str], guard: RewriteGuard | None = None) -> set[str]:
         """Delete the checkpoints of these runs, with the saver's own method or emulated; return the threads
         the emulation rewrote (empty when the saver's own method ran).
 
         Emulated, every thread holding one of the runs is found by a metadata
         filter over every thread, and rewritten keeping the ancestors a
-        surviving checkpoint needs (the engine's rule). Runtime complexity: the
-        saver's, or a scan of every checkpoint plus O(size of those threads) when emulated.
+        surviving checkpoint needs (the engine's rule), each read and rewritten
+        inside ``guard(thread_id)``. Runtime complexity: the saver's, or a scan of
+        every checkpoint plus O(size of those threads) when emulated.
         """
         if not run_ids:
             return set()
@@ -479,7 +483,7 @@ class DurableTier:
         )
         runs = list(run_ids)
         for thread_id in holders:
-            rewrite_thread(self, thread_id, lambda scratch, ids: scratch.delete_for_runs(runs))
+            rewrite_thread(self, thread_id, lambda scratch, ids: scratch.delete_for_runs(runs), guard)
         return set(holders)
 
 
@@ -525,18 +529,32 @@ def copy_thread_through_api(tier: DurableTier, source_id: str, target_id: str) -
         put_tuple(tier, item, target_id)
 
 
+RewriteGuard = Callable[[str], AbstractContextManager[Callable[[Sequence[CheckpointTuple]], bool]]]
+"""What a rewrite of a thread runs inside: ``guard(thread_id)`` holds whatever keeps the thread's other removals
+out (``TieredSaver``: its gate, alone, so a retention pass and a rewrite take turns) and yields a check,
+``gone(read)``, true when what the rewrite read was deleted since (a tombstone covers it): then nothing is put back."""
+
+
 def rewrite_thread(
-    tier: DurableTier, thread_id: str, operation: Callable[[BoundedInMemorySaver, list[str]], None]
+    tier: DurableTier,
+    thread_id: str,
+    operation: Callable[[BoundedInMemorySaver, list[str]], None],
+    guard: RewriteGuard | None = None,
 ) -> int:
     """Apply a removal to a thread the durable saver cannot apply itself: find what survives by running
     ``operation`` on an in-memory copy (the engine's ancestry-aware rules), then delete the thread and
     put back the survivors, oldest first. Return how many checkpoints were removed.
 
-    Not atomic: a crash between the deletion and the last put loses survivors.
+    With ``guard``, the read and the rewrite happen inside ``guard(thread_id)``, and nothing is rewritten when
+    its check says what was read is gone. Not atomic: a crash between the deletion and the last put loses
+    survivors; another process's removal is not kept out (its own transaction is; see the retention guide).
     Runtime complexity: O(size of the thread) round trips, and its copy in memory.
     """
-    everything, surviving = survivors(tier, thread_id, operation)
-    return rewrite_keeping(tier, thread_id, everything, surviving)
+    with nullcontext(lambda read: False) if guard is None else guard(thread_id) as gone:
+        everything, surviving = survivors(tier, thread_id, operation)
+        if gone(everything):
+            return 0
+        return rewrite_keeping(tier, thread_id, everything, surviving)
 
 
 def rewrite_keeping(

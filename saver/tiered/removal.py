@@ -11,7 +11,11 @@ touched, which are read again on their next use:
   flush or read-through brings it back;
 * ``delete_for_runs``, ``copy_thread`` and ``keep_latest`` flush the unflushed
   writes they concern first, then the threads they changed leave memory
-  (a thread with unflushed writes keeps its copy: it is newer).
+  (a thread with unflushed writes keeps its copy: it is newer). Where the
+  durable saver cannot do it itself, a removal rewrites each thread (reads it
+  whole, deletes it, puts back what survives) holding the thread's gate alone
+  from the read to the last put, so a retention pass of the thread waits for
+  it (or it for the pass), and nothing a tombstone covers is put back.
 
 These are cold operations: they read and rewrite whole threads, and no lock is
 held across a durable round trip.
@@ -19,12 +23,15 @@ held across a durable round trip.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import functools
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ..engine import Store
 from ..locations import configurable, normalize_id, normalize_ids
+from .durable import location_of
 from .flushing import flush_all, flush_thread
 from .state import Shared, Tiers
 
@@ -88,7 +95,7 @@ def delete_for_runs(tiers: Tiers, run_ids: Sequence[str]) -> None:
     if not runs:
         return
     flush_all(tiers)
-    rewritten = tiers.durable.delete_for_runs(runs)
+    rewritten = tiers.durable.delete_for_runs(runs, functools.partial(_rewriting, tiers.shared))
     leave_memory(tiers.shared, rewritten, runs)
 
 
@@ -124,8 +131,18 @@ def keep_latest(tiers: Tiers, thread_ids: Sequence[str]) -> None:
     for thread_id in thread_ids:
         flush_thread(tiers, thread_id)
     if thread_ids:
-        tiers.durable.prune(thread_ids, strategy="keep_latest")
+        tiers.durable.prune(thread_ids, strategy="keep_latest", guard=functools.partial(_rewriting, tiers.shared))
     leave_memory(tiers.shared, set(thread_ids), [])
+
+
+@contextmanager
+def _rewriting(shared: Shared, thread_id: str) -> Iterator[Callable[[Sequence[CheckpointTuple]], bool]]:
+    """A rewrite of a thread (``durable.RewriteGuard``): the thread's gate held alone across its read and its
+    rewrite, so a retention pass or a deletion of the thread takes turns with it, never in between; and a check
+    that what was read is not a deleted life of the thread (its tombstone covers every id read), which is then
+    not put back. Runtime complexity: O(1), plus the wait for the gate; the check, O(checkpoints read)."""
+    with shared.gates.alone(thread_id):
+        yield lambda read: bool(read) and shared.deleted.covers(thread_id, [location_of(item)[1] for item in read])
 
 
 # --- the hot tier, after the durable change ----------------------------------------------------------------------
