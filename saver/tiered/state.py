@@ -27,6 +27,7 @@ from ..engine import DroppedThread, Store, ThreadExport
 from ..saver import BoundedInMemorySaver
 from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
+from .landing import Landings
 from .residency import EarlyWrites, ResidencyLedger
 from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
 from .stats import Counters, RetentionTotals, TieredStats
@@ -39,7 +40,7 @@ class Shared:
     """Every piece of state a ``TieredSaver`` and its ``with_allowlist()`` copies share.
 
     Invariant: the hot store's lock guards ``residency``, ``early``, ``marks``
-    and ``counters``; ``dirty`` guards itself; ``spill_requests`` is guarded by the
+    and ``counters``; ``dirty`` and ``landings`` guard themselves; ``spill_requests`` is guarded by the
     hot store's lock too.
     """
 
@@ -65,6 +66,7 @@ class Shared:
         self.flights: Flights[Any] = Flights()
         self.deleted = DeletedThreads(capacity)
         self.health = DurableHealth()
+        self.landings = Landings()  # the durable puts under way: retention's discovery waits for them
         self.counters = Counters()
         self.spill_requests: set[str] = set()
         self.background: list[Periodic[Tiers]] = []
