@@ -25,7 +25,8 @@ for the ids in a window of time (LangGraph's uuid6 ids hold their time:
 ``retention.ids``): the threads with a checkpoint in the window and none after
 the cutoff are idle; the namespaces with a checkpoint in the window and more
 than ``keep_last`` checkpoints are long. The window starts where the last pass
-ended, so a pass reads what was written since, not the whole table.
+ended (less an overlap, and lower where this process put an older id since:
+``sweep``), so a pass reads what was written since, not the whole table.
 
 A durable saver of another kind is read through its API (``list(None)``, every
 checkpoint, once per pass) and its idle threads deleted with ``delete_thread``;

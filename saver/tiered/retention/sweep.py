@@ -12,15 +12,29 @@ Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
 (times: ``ids``), read on retention's index (``storage``) a page of threads
 at a time:
 
-* idle: the threads with a checkpoint in ``[since, cutoff)`` and none after,
+* idle: the threads with a checkpoint in ``[start, cutoff)`` and none after,
   where ``cutoff`` is the id of ``now - idle_ttl_seconds``;
-* long: the threads with a namespace written in ``[since, now)`` holding more
-  than ``keep_last`` checkpoints.
+* long: the threads with a namespace written in ``[start, upto)`` holding more
+  than ``keep_last`` checkpoints, where ``upto`` is the id of ``now``, or
+  above the newest id this process put if the clock is behind it.
 
-A window's ``since`` is where the previous one ended, so a pass reads the
-index entries written since the last, once; the first pass of a process
-reads the index from the start. A window cut short by the bound resumes at
-the next pass where it stopped (``Window.after``).
+A window's next range starts where the previous one ended (``since``), less
+``DISCOVERY_OVERLAP_SECONDS`` (``start``); the first pass of a process reads
+the index from the start. A range cut short by the bound resumes at the next
+pass where it stopped (``Window.after``). What moves a window (``_bounds``,
+once a pass):
+
+* this process's own rows, whatever their ids and whenever they land: every
+  durable put is flown in ``Shared.landings`` (``tiered.landing``); a window
+  rewinds to the lowest id put since the last pass, and no window ends past a
+  put under way or an unflushed one (write-back's ``DirtyLedger``), so each
+  lands before a range passes it, and the first pass after it lands reads it;
+* a wall clock behind a window (stepped back) rewinds the window to the
+  clock, less the overlap: the rows written with the clock as it is are read;
+* another process's rows: a range re-reads the overlap behind its start, so a
+  row landing less than ``DISCOVERY_OVERLAP_SECONDS`` (by this process's
+  clock) after a pass read past its id is found by the next; one landing
+  later is found by its own process's sweeper, or by any process's first pass.
 
 Any other saver: every pass (with nothing due left over) lists every
 checkpoint (``list(None)``), O(everything stored) with its payloads.
@@ -172,7 +186,8 @@ def run_pass(tiers: Tiers, sweeper: Sweeper, *, max_threads: int | None) -> Swee
             swept before it stay swept.
 
     Runtime complexity: per thread, one transaction reading its ids and deleting what goes (SQL savers);
-    finding them, an index range over the ids written since the last pass.
+    finding them, an index range over the ids written since the last pass and ``DISCOVERY_OVERLAP_SECONDS``
+    before it (from further back once this process put an older id, or its clock went back).
     """
     totals = tiers.shared.retention_totals
     with sweeper.running:
