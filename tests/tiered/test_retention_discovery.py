@@ -11,6 +11,11 @@ an earlier pass read, and checks that the next pass still finds its thread:
   pruned or deleted by the next pass;
 * another process's rows landing after a pass, with ids from before it, are found by the next pass;
 * the landing ledger and the dirty ledger's lowest id keep their invariants.
+
+And no write row outlives its checkpoint (issue 36): a prune collects the thread's writes whose checkpoint is
+gone and sorts below the namespace's newest (a late write, as LangGraph's ``durability="async"`` delivers
+a run's input writes after its later checkpoints, driven here by a real graph), and keeps a write made
+before the put of its own new checkpoint, over SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -383,3 +388,148 @@ def test_the_dirty_ledgers_lowest_id_follows_pushes_and_flushes(tmp_path: Path) 
     saver.flush()
     assert ledger() is None
     saver.close()
+
+
+# --- write rows left without their checkpoint (issue 36) ----------------------------------------------------------
+
+
+def orphans(tables: Tables) -> int:
+    """Write rows whose checkpoint row is not there."""
+    if tables.sqlite_path is not None:
+        with contextlib.closing(sqlite3.connect(tables.sqlite_path)) as connection:
+            return int(
+                connection.execute(
+                    "SELECT count(*) FROM writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE "
+                    "c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns "
+                    "AND c.checkpoint_id = w.checkpoint_id)"
+                ).fetchone()[0]
+            )
+    from psycopg import Connection
+
+    with Connection.connect(str(tables.conninfo), autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE "
+            "c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_prune_collects_writes_left_without_their_checkpoint(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async def body() -> None:
+        async with durable_of(backend, tmp_path, request) as (durable, tables):
+            saver = TieredSaver(
+                durable, config=SMALL, retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf)
+            )
+            app = counter(saver)
+            for _ in range(3):
+                app.invoke({"count": 0}, thread("t"), durability="async")
+            oldest = list(saver.list(thread("t")))[-1]
+            saver.prune(["t"], strategy="keep_last", keep_last=2)
+            # A step's writes arriving after the prune removed their checkpoint (LangGraph's async durability):
+            saver.put_writes(oldest.config, [("count", 7)], "late-task")
+            # A write made before the put of its own, brand-new checkpoint (LangGraph may): it must stay.
+            fresh = make_checkpoint({"count": 9}, {"count": saver.get_next_version(None, None)})
+            newest = saver.get_tuple(thread("t"))
+            assert newest is not None
+            early = config("t", "", fresh["id"])
+            saver.put_writes(early, [("count", 8)], "early-task")
+            assert orphans(tables) == 2
+
+            before = saver.stats().retention
+            saver.prune(["t"], strategy="keep_last", keep_last=2)
+
+            after = saver.stats().retention
+            assert (after.checkpoints - before.checkpoints, after.writes - before.writes) == (0, 1)
+            assert orphans(tables) == 1  # the early write, whose checkpoint comes next
+            saver.put(newest.config, fresh, {"source": "update", "step": 9, "parents": {}}, fresh["channel_versions"])
+            stored = saver.get_tuple(config("t", "", fresh["id"]))
+            assert stored is not None and [write[1:] for write in stored.pending_writes or []] == [("count", 8)]
+            assert orphans(tables) == 0
+            app.invoke({"count": 0}, thread("t"), durability="async")  # long again: the sweep collects too
+            saver.put_writes(oldest.config, [("count", 7)], "late-task")
+            assert saver.sweep().writes >= 1 and orphans(tables) == 0
+            saver.close()
+
+    asyncio.run(body())
+
+
+class LateWrites(TieredSaver):
+    """A tiered saver whose first ``put_writes`` once ``hold`` is set (the writes of a run's input checkpoint)
+    waits, in LangGraph's background task, until the test lets it go; ``puts_done`` is set once ``puts`` more
+    checkpoints were put. Under ``durability="async"`` LangGraph puts the run's later checkpoints meanwhile."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold = False
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+        self.puts = -1
+        self.puts_done = threading.Event()
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if self.hold:
+            self.hold = False
+            self.waiting.set()
+            assert self.go.wait(WAIT), "the test never let the held writes go"
+        super().put_writes(config, writes, task_id, task_path)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        stored = super().put(config, checkpoint, metadata, new_versions)
+        self.puts -= 1
+        if not self.puts:
+            self.puts_done.set()
+        return stored
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_writes_landing_after_a_pass_pruned_their_checkpoint_are_collected(tmp_path: Path, write: str) -> None:
+    path = tmp_path / "late.db"
+    saver = LateWrites(
+        sqlite_durable(path),
+        config=SMALL,
+        write=write,
+        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+    )
+    tables = Tables(path, None)
+    app = counter(saver)
+    app.invoke({"count": 0}, thread("t"), durability="async")
+    saver.puts, saver.hold = 3, True  # the run's three checkpoints; its input's writes held
+    runner = threading.Thread(target=lambda: app.invoke({"count": 0}, thread("t"), durability="async"))
+    runner.start()
+    assert saver.waiting.wait(WAIT) and saver.puts_done.wait(WAIT)
+    saver.flush()
+    swept = saver.sweep()
+    assert (swept.pruned_threads, swept.checkpoints) == (1, 4)  # the input checkpoint went; its writes come later
+    saver.go.set()
+    runner.join(WAIT)
+    saver.flush()
+    landed = orphans(tables)
+    assert landed == 2  # LangGraph's input writes (the value and the branch), under a checkpoint gone
+
+    before = saver.stats().retention.writes
+    saver.prune(["t"], strategy="keep_last", keep_last=2)
+
+    assert saver.stats().retention.writes - before == landed and orphans(tables) == 0
+    assert app.get_state(thread("t")).values == {"count": 1}
+    saver.close()
+
+
+def test_a_rewind_into_an_open_range_takes_effect_when_it_ends() -> None:
+    from langgraph.checkpoint.bounded.tiered.retention.sweep import Window
+
+    window = Window(since="b")
+    assert window.open("f", lambda since: "a") and (window.start, window.upto) == ("a", "f")
+    window.page_read("thread-9", full=True)  # cut short: resumes after thread-9 next pass
+    window.rewind("c")  # a row landed at "c", maybe below a page read: not a restart (it could never end)
+    window.rewind("d")
+    window.check()
+    assert (window.upto, window.after, window.rewound) == ("f", "thread-9", "c")
+    window.page_read(None, full=False)
+    assert (window.since, window.upto, window.rewound) == ("c", None, None)
+    window.rewind("b")  # no range open: the next one starts there
+    window.check()
+    assert window.since == "b" and not window.open("b", lambda since: since)

@@ -31,6 +31,8 @@ once a pass):
   lands before a range passes it, and the first pass after it lands reads it;
 * a wall clock behind a window (stepped back) rewinds the window to the
   clock, less the overlap: the rows written with the clock as it is are read;
+* a rewind that falls in a range still open (cut short by the bound) takes
+  effect when the range ends: restarting it would never let it end under load;
 * another process's rows: a range re-reads the overlap behind its start, so a
   row landing less than ``DISCOVERY_OVERLAP_SECONDS`` (by this process's
   clock) after a pass read past its id is found by the next; one landing
@@ -77,8 +79,9 @@ less than this after a pass (by this process's clock) read past its id."""
 class Window:
     """Where the search for due threads stands in one range of checkpoint ids (times).
 
-    Invariant: ``after`` is empty unless a range is open (``upto`` set); an open range is read from ``start``,
-    at or below ``since`` (the overlap), to ``upto`` above ``since``.
+    Invariant: ``after``, ``start`` and ``rewound`` are empty unless a range is open (``upto`` set); an open
+    range is read from ``start``, at or below ``since`` (the overlap), to ``upto`` above ``since``, and
+    ``rewound``, when set, is below ``upto``.
 
     Attributes:
         since: Where the next range starts, less the overlap: every row this process put below it had landed
@@ -86,23 +89,24 @@ class Window:
         start: Where the open range is read from: ``since`` less the overlap.
         upto: The end of the range being read (None: no range open).
         after: Threads up to this id were read in the open range.
+        rewound: The lowest id that landed in the open range, or below it, since it opened (the pages read may
+            have passed it): the next range starts there.
     """
 
     since: str = ""
     start: str = ""
     upto: str | None = None
     after: str = ""
+    rewound: str | None = None
 
     def rewind(self, lowest: str) -> None:
-        """A row at ``lowest`` landed, or is landing, where the search may have passed it: read from there again.
-
-        An open range that may have passed it in the pages read closes, to be read again whole. Runtime
-        complexity: O(1).
-        """
-        if self.upto is not None and lowest < self.upto:
-            self.start, self.upto, self.after = "", None, ""
-        if lowest < self.since:
-            self.since = lowest
+        """A row at ``lowest`` landed, or is landing, where the search may have passed it: read from there again
+        (after the open range, if one is: restarting it would never let a range cut short by the bound end,
+        under load). Runtime complexity: O(1)."""
+        if self.upto is None:
+            self.since = min(self.since, lowest)
+        elif lowest < self.upto and (self.rewound is None or lowest < self.rewound):
+            self.rewound = lowest
 
     def open(self, upto: str, overlap: Callable[[str], str]) -> bool:
         """Open the range from ``overlap(since)`` to ``upto`` unless one is open; return whether one is open."""
@@ -118,12 +122,14 @@ class Window:
             self.after = last_thread
             return
         assert self.upto is not None
-        self.since, self.start, self.upto, self.after = self.upto, "", None, ""
+        since = self.upto if self.rewound is None else self.rewound
+        self.since, self.start, self.upto, self.after, self.rewound = since, "", None, "", None
 
     def check(self) -> None:
         """Assert the invariant (for tests)."""
-        assert self.upto is not None or not (self.after or self.start), self
+        assert self.upto is not None or not (self.after or self.start or self.rewound is not None), self
         assert self.upto is None or self.start <= self.since < self.upto, self
+        assert self.rewound is None or (self.upto is not None and self.rewound < self.upto), self
 
 
 class Sweeper:
@@ -335,8 +341,10 @@ def _bounds(shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None) ->
     for due, (window, upto) in candidates.items():
         if at_risk is not None:
             window.rewind(at_risk)
-        if (cutoff if due == "idle" else clock) < window.since:  # the wall clock went back
-            window.rewind(cutoff if due == "idle" else clock)  # type: ignore[arg-type]
+        now_id = cutoff if due == "idle" else clock
+        assert now_id is not None
+        if now_id < window.since:  # the wall clock went back: read what is written with it as it is
+            window.rewind(_overlap(now_id))
         uptos[due] = upto if held is None else min(upto, held)
     return uptos
 
