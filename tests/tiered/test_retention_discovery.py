@@ -10,6 +10,8 @@ an earlier pass read, and checks that the next pass still finds its thread:
 * a wall clock stepped back: this process's puts and another process's, made with the clock as it is, are
   pruned or deleted by the next pass;
 * another process's rows landing after a pass, with ids from before it, are found by the next pass;
+* checkpoints made an hour before their put (write-through, conditional, write-back) are found by the next
+  pass, beyond any overlap;
 * the landing ledger and the dirty ledger's lowest id keep their invariants.
 
 And no write row outlives its checkpoint (issue 36): a prune collects the thread's writes whose checkpoint is
@@ -533,3 +535,53 @@ def test_a_rewind_into_an_open_range_takes_effect_when_it_ends() -> None:
     window.rewind("b")  # no range open: the next one starts there
     window.check()
     assert window.since == "b" and not window.open("b", lambda since: since)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"conditional_writes": True}, {"write": "back", "flush_interval_seconds": math.inf}],
+    ids=["through", "conditional", "back"],
+)
+def test_checkpoints_made_long_before_their_put_are_found(tmp_path: Path, settings: dict[str, Any]) -> None:
+    """A put of a checkpoint made an hour before (``durability="exit"`` puts a run's checkpoints at its end)
+    lands far below the windows, beyond any overlap: this process's next pass finds it all the same."""
+    saver = TieredSaver(
+        sqlite_durable(tmp_path / "old.db"),
+        config=SMALL,
+        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+        **settings,
+    )
+    saver.sweep()
+    put_ids(saver, "made-before", ids_at(time.time() - 3_600, 5))
+    saver.flush()
+
+    report = saver.sweep()
+
+    assert (report.pruned_threads, report.checkpoints) == (1, 3)
+    assert len(list(saver.list(thread("made-before")))) == 2
+    saver.close()
+
+
+def test_another_process_rows_written_after_the_clock_stepped_back_are_found(tmp_path: Path) -> None:
+    path = tmp_path / "stepped.db"
+    clock = Clock()
+    now = time.time()
+    clock.wall = now
+    saver = TieredSaver(
+        sqlite_durable(path),
+        config=SMALL,
+        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+        clock=clock.monotonic,
+        wall_clock=clock,
+    )
+    saver.sweep()
+    clock.wall = now - 3_600  # the host's clock steps back; the other process writes with it
+    tables = Tables(path, None)
+    with tables.other_process() as other:
+        put_ids(other, "theirs", ids_at(now - 3_600 - 1, 5))
+
+    report = saver.sweep()  # this process wrote nothing: the clock alone moves its windows
+
+    assert (report.pruned_threads, tables.count("checkpoints", "theirs")) == (1, 2)
+    saver._sweeper.check()  # type: ignore[union-attr]
+    saver.close()
