@@ -320,8 +320,8 @@ def _bounds(shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None) ->
       ledger), below a window's start rewinds it there: the row is read once it has landed, whatever its id.
     * No window ends past an unflushed put or a put under way: a range read before such a row lands would
       pass it.
-    * A wall clock behind a window (stepped back) rewinds it to the clock: the rows written from now on, with
-      the clock as it is, are read (other processes' too); the long window reaches the newest id this
+    * A wall clock behind a window (stepped back) rewinds it to the clock less the overlap: the rows written
+      with the clock as it is are read (other processes' too); the long window reaches the newest id this
       process put even when the clock is behind it.
 
     Runtime complexity: O(dirty threads), plus O(log puts under way).
