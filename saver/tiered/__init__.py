@@ -41,8 +41,9 @@ The modules, from the public face down (imports run one way):
   its own);
 * ``settings``, ``stats``: the modes and their checks; ``TieredStats``,
   retention's ``SweepReport`` and ``RetentionStats``;
-* ``writeback``, ``residency``, ``coordination``: the ledger of unflushed
-  writes, what a hot copy holds, how callers keep out of each other's way;
+* ``writeback``, ``residency``, ``coordination``, ``landing``: the ledger of
+  unflushed writes, what a hot copy holds, how callers keep out of each
+  other's way, the durable puts under way (which retention's discovery waits for);
 * ``durable``, ``durable_format``, ``conditional``, ``pools``: the durable
   saver called on either side, how each one stores and answers, conditional
   puts, and the saver's own worker pools.

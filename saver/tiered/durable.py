@@ -74,6 +74,7 @@ from ..config import InMemoryCheckpointConfig
 from ..engine import StoreLimits, WriteRecord
 from ..locations import configurable
 from .durable_format import Newest, format_of
+from .landing import Landings
 
 if TYPE_CHECKING:
     from ..saver import BoundedInMemorySaver
@@ -176,13 +177,19 @@ class DurableTier:
         saver: Any ``BaseCheckpointSaver``.
         health: Where calls and failures are counted.
         timeout: Seconds a sync call waits for an async saver's loop.
+        landings: Where each ``put`` under way is flown, for retention's discovery (shared by a saver's copies).
 
     Raises:
         ValueError: ``saver`` is not a ``BaseCheckpointSaver``.
     """
 
     def __init__(
-        self, saver: BaseCheckpointSaver[Any], health: DurableHealth, *, timeout: float = DURABLE_CALL_SECONDS
+        self,
+        saver: BaseCheckpointSaver[Any],
+        health: DurableHealth,
+        *,
+        timeout: float = DURABLE_CALL_SECONDS,
+        landings: Landings | None = None,
     ) -> None:
         if not isinstance(saver, BaseCheckpointSaver):
             raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
@@ -193,6 +200,7 @@ class DurableTier:
         self.no_async: set[str] = set()  # async methods found to raise NotImplementedError: use the sync one
         self.native = {operation: self._has(operation) for operation in ("delete_thread", *OPTIONAL_OPERATIONS)}
         self.format = format_of(saver)
+        self.landings = Landings() if landings is None else landings
 
     @property
     def name(self) -> str:
@@ -284,8 +292,9 @@ class DurableTier:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """The durable saver's ``put``."""
-        return cast(RunnableConfig, self._call("put", config, checkpoint, metadata, new_versions))
+        """The durable saver's ``put``, flown in ``landings`` while under way."""
+        with self.landings.flight(str(checkpoint["id"])):
+            return cast(RunnableConfig, self._call("put", config, checkpoint, metadata, new_versions))
 
     async def aput(
         self,
@@ -294,8 +303,9 @@ class DurableTier:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """The durable saver's ``aput`` (or ``put`` in the durable pool)."""
-        return cast(RunnableConfig, await self._acall("put", config, checkpoint, metadata, new_versions))
+        """The durable saver's ``aput`` (or ``put`` in the durable pool), flown in ``landings`` while under way."""
+        with self.landings.flight(str(checkpoint["id"])):
+            return cast(RunnableConfig, await self._acall("put", config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""

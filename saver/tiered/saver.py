@@ -184,7 +184,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         hot_config = replace(config, on_evict=hook, max_dropped_thread_records=1)
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
         self._shared = shared
-        self._tiers = Tiers(shared, DurableTier(durable, shared.health), self.serde, config)
+        self._tiers = Tiers(shared, DurableTier(durable, shared.health, landings=shared.landings), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
         self._sweeper = None if retention is None else Sweeper.for_tiers(retention, self._tiers, wall_clock)
         if write == "back":
@@ -371,7 +371,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         if clone is self:
             return self
         assert isinstance(clone, TieredSaver)
-        durable = DurableTier(self._tiers.durable.saver.with_allowlist(extra_allowlist), self._shared.health)
+        durable = DurableTier(
+            self._tiers.durable.saver.with_allowlist(extra_allowlist),
+            self._shared.health,
+            landings=self._shared.landings,
+        )
         clone._tiers = Tiers(self._shared, durable, clone.serde, self.config)
         clone._source = self  # type: ignore[attr-defined]  # the periodic flush holds this saver's tiers weakly
         if self._shared.write == "back":
@@ -579,7 +583,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         with shared.gates.sharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, parent_id)
             if shared.conditional_writes:
-                stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
+                with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.put: flown here
+                    stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
                 stored = tiers.durable.put(config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
@@ -618,7 +623,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         async with shared.gates.asharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, parent_id)
             if shared.conditional_writes:
-                stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
+                with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.aput: flown here
+                    stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
                 stored = await tiers.durable.aput(config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)

@@ -28,6 +28,7 @@ from ..saver import BoundedInMemorySaver
 from .conditional import KnownNewest
 from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
+from .landing import Landings
 from .residency import EarlyWrites, ResidencyLedger
 from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
 from .stats import Counters, RetentionTotals, TieredStats
@@ -40,7 +41,7 @@ class Shared:
     """Every piece of state a ``TieredSaver`` and its ``with_allowlist()`` copies share.
 
     Invariant: the hot store's lock guards ``residency``, ``early``, ``marks``
-    and ``counters``; ``dirty`` guards itself; ``spill_requests`` is guarded by the
+    and ``counters``; ``dirty`` and ``landings`` guard themselves; ``spill_requests`` is guarded by the
     hot store's lock too.
     """
 
@@ -67,6 +68,7 @@ class Shared:
         self.deleted = DeletedThreads(capacity)
         self.known_newest = KnownNewest()  # conditional writes: each namespace's newest, kept out of memory too
         self.health = DurableHealth()
+        self.landings = Landings()  # the durable puts under way: retention's discovery waits for them
         self.counters = Counters()
         self.spill_requests: set[str] = set()
         self.background: list[Periodic[Tiers]] = []

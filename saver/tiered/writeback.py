@@ -123,6 +123,8 @@ class Backlog:
         nbytes: What the backlog keeps alive.
         strikes: Failed flushes in a row, each while the durable tier took other writes since the one before.
         successes_seen: The durable tier's successful calls at the last failed flush.
+        lows: The checkpoint ids of the unflushed puts that no later one undercuts, ascending (a sliding-window
+            minimum: ``lows[0]`` is the smallest id among ``items``), for retention's discovery.
     """
 
     items: deque[DirtyItem] = field(default_factory=deque)
@@ -131,11 +133,16 @@ class Backlog:
     nbytes: int = 0
     strikes: int = 0
     successes_seen: int = 0
+    lows: deque[str] = field(default_factory=deque)
 
     def push(self, item: DirtyItem, at: float) -> int:
         """Add an item; return the bytes it added. Runtime complexity: O(values of the item)."""
         added = _own_bytes(item)
         if isinstance(item, DirtyCheckpoint):
+            lows, checkpoint_id = self.lows, item.record.checkpoint_id
+            while lows and lows[-1] > checkpoint_id:
+                lows.pop()  # amortized O(1): each id leaves once
+            lows.append(checkpoint_id)
             payloads = self.payloads
             for value in item.values.values():
                 held = payloads.get(id(value))
@@ -156,6 +163,8 @@ class Backlog:
         self.times.popleft()
         freed = _own_bytes(item)
         if isinstance(item, DirtyCheckpoint):
+            if self.lows and self.lows[0] == item.record.checkpoint_id:
+                self.lows.popleft()
             payloads = self.payloads
             for value in item.values.values():
                 held = payloads[id(value)]
@@ -349,6 +358,15 @@ class DirtyLedger:
 
     def __len__(self) -> int:
         return len(self.threads)
+
+    def lowest_checkpoint_id(self) -> str | None:
+        """The smallest checkpoint id among every thread's unflushed puts, those being flushed included (they
+        stay until ``release``), or None: retention's discovery reads no window past it (``retention.sweep``).
+
+        Runtime complexity: O(dirty threads).
+        """
+        with self.lock:
+            return min((backlog.lows[0] for backlog in self.threads.values() if backlog.lows), default=None)
 
 
 class CheckpointReplay(NamedTuple):

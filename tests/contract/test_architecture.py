@@ -62,7 +62,7 @@ TIERED_LAYERS = [
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
-    {"durable_format", "pools", "writeback", "residency", "coordination"},  # leaves
+    {"durable_format", "pools", "writeback", "residency", "coordination", "landing"},  # leaves
 ]
 RETENTION_LAYERS = [
     {"__init__"},

@@ -25,7 +25,8 @@ for the ids in a window of time (LangGraph's uuid6 ids hold their time:
 ``retention.ids``): the threads with a checkpoint in the window and none after
 the cutoff are idle; the namespaces with a checkpoint in the window and more
 than ``keep_last`` checkpoints are long. The window starts where the last pass
-ended, so a pass reads what was written since, not the whole table.
+ended (less an overlap, and lower where this process put an older id since:
+``sweep``), so a pass reads what was written since, not the whole table.
 
 A durable saver of another kind is read through its API (``list(None)``, every
 checkpoint, once per pass) and its idle threads deleted with ``delete_thread``;
@@ -241,9 +242,11 @@ class SqlDialect:
     def remove(
         self, thread_id: str, removals: dict[str, list[str]], *, idle_before: str | None = None
     ) -> Plan[Removed]:
-        """Remove the named checkpoints (by namespace) and their pending writes, and, for PostgreSQL, the values
-        no remaining checkpoint of the namespace uses. A remaining checkpoint whose parent went is left with no
-        parent (as ``PostgresSaver.prune`` leaves it), never with a parent that is not there.
+        """Remove the named checkpoints (by namespace) and their pending writes, the thread's writes an earlier
+        removal left without their checkpoint (``orphaned_writes``, counted in ``writes``), and, for
+        PostgreSQL, the values no remaining checkpoint of the namespace uses. A remaining checkpoint whose
+        parent went is left with no parent (as ``PostgresSaver.prune`` leaves it), never with a parent that
+        is not there.
 
         With ``idle_before``, first check that the thread is still idle (no checkpoint at or after it); if it
         is not, nothing is removed. ``whole`` is whether the thread has no checkpoint left.
@@ -277,8 +280,31 @@ class SqlDialect:
                 yield self.params(f"UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE {parents}"), parameters
             if freed:
                 nbytes += yield from self._collect_blobs(thread_id, namespace, freed)
+        rows = yield self.params(self.orphaned_writes()), (thread_id,)
+        writes += len(rows)
+        nbytes += sum(int(row[0] or 0) for row in rows)
         rows = yield self.params("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"), (thread_id,)
         return Removed(checkpoints, writes, nbytes, not rows, removals)
+
+    def orphaned_writes(self) -> str:
+        """Delete the thread's write rows left without their checkpoint (params: thread_id): those of a
+        (namespace, id) with no checkpoint row whose id sorts below the namespace's newest checkpoint.
+
+        Such a row is a write that reached the table after a prune removed its checkpoint (LangGraph's
+        ``durability="async"`` puts a step's writes from background tasks; another process's late flush);
+        an earlier prune, which deletes writes by the ids it planned, left it. A write for a checkpoint not
+        stored yet, made before its put (as LangGraph may), is above every stored id of its namespace: it
+        stays, and so does every write of a namespace with no checkpoint. Runtime complexity: O(the
+        thread's write rows), each an index probe.
+        """
+        table = self.writes_table
+        return (
+            f"DELETE FROM {table} WHERE {table}.thread_id = ? AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+            f"WHERE c.thread_id = {table}.thread_id AND c.checkpoint_ns = {table}.checkpoint_ns "
+            f"AND c.checkpoint_id = {table}.checkpoint_id) AND {table}.checkpoint_id < (SELECT max(n.checkpoint_id) "
+            f"FROM checkpoints n WHERE n.thread_id = {table}.thread_id AND n.checkpoint_ns = {table}.checkpoint_ns) "
+            f"RETURNING {self.write_bytes}"
+        )
 
     def deleted_columns(self) -> str:
         """What a deleted checkpoint row returns: its bytes (and, for PostgreSQL, the versions it used)."""

@@ -12,15 +12,31 @@ Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
 (times: ``ids``), read on retention's index (``storage``) a page of threads
 at a time:
 
-* idle: the threads with a checkpoint in ``[since, cutoff)`` and none after,
+* idle: the threads with a checkpoint in ``[start, cutoff)`` and none after,
   where ``cutoff`` is the id of ``now - idle_ttl_seconds``;
-* long: the threads with a namespace written in ``[since, now)`` holding more
-  than ``keep_last`` checkpoints.
+* long: the threads with a namespace written in ``[start, upto)`` holding more
+  than ``keep_last`` checkpoints, where ``upto`` is the id of ``now``, or
+  above the newest id this process put if the clock is behind it.
 
-A window's ``since`` is where the previous one ended, so a pass reads the
-index entries written since the last, once; the first pass of a process
-reads the index from the start. A window cut short by the bound resumes at
-the next pass where it stopped (``Window.after``).
+A window's next range starts where the previous one ended (``since``), less
+``DISCOVERY_OVERLAP_SECONDS`` (``start``); the first pass of a process reads
+the index from the start. A range cut short by the bound resumes at the next
+pass where it stopped (``Window.after``). What moves a window (``_bounds``,
+once a pass):
+
+* this process's own rows, whatever their ids and whenever they land: every
+  durable put is flown in ``Shared.landings`` (``tiered.landing``); a window
+  rewinds to the lowest id put since the last pass, and no window ends past a
+  put under way or an unflushed one (write-back's ``DirtyLedger``), so each
+  lands before a range passes it, and the first pass after it lands reads it;
+* a wall clock behind a window (stepped back) rewinds the window to the
+  clock, less the overlap: the rows written with the clock as it is are read;
+* a rewind that falls in a range still open (cut short by the bound) takes
+  effect when the range ends: restarting it would never let it end under load;
+* another process's rows: a range re-reads the overlap behind its start, so a
+  row landing less than ``DISCOVERY_OVERLAP_SECONDS`` (by this process's
+  clock) after a pass read past its id is found by the next; one landing
+  later is found by its own process's sweeper, or by any process's first pass.
 
 Any other saver: every pass (with nothing due left over) lists every
 checkpoint (``list(None)``), O(everything stored) with its payloads.
@@ -38,14 +54,14 @@ from typing import Literal
 
 from ...locations import configurable
 from ..durable_format import Kind, kind_of
-from ..state import Tiers
+from ..state import Shared, Tiers
 from ..stats import SweepReport
-from .ids import checkpoint_id_at
+from .ids import checkpoint_id_at, id_after, time_of
 from .policy import RetentionPolicy
 from .storage import INDEX, Plan, dialect_of, run_async, run_sync
 from .threads import remove_from_thread
 
-__all__ = ["DISCOVERY_PAGE", "Due", "Sweeper", "Window", "run_pass"]
+__all__ = ["DISCOVERY_OVERLAP_SECONDS", "DISCOVERY_PAGE", "Due", "Sweeper", "Window", "run_pass"]
 
 logger = logging.getLogger("langgraph.checkpoint.bounded.tiered")
 
@@ -54,30 +70,50 @@ Due = Literal["idle", "long"]
 DISCOVERY_PAGE = 1_000
 """Threads found due per query of the durable tier, at most."""
 
+DISCOVERY_OVERLAP_SECONDS = 300.0
+"""How far behind where the last range ended each range starts: a row another process puts is found if it lands
+less than this after a pass (by this process's clock) read past its id."""
+
 
 @dataclass
 class Window:
     """Where the search for due threads stands in one range of checkpoint ids (times).
 
-    Invariant: ``after`` is empty unless a range is open (``upto`` set), and an open range starts at ``since``
-    and ends at ``upto`` above it.
+    Invariant: ``after``, ``start`` and ``rewound`` are empty unless a range is open (``upto`` set); an open
+    range is read from ``start``, at or below ``since`` (the overlap), to ``upto`` above ``since``, and
+    ``rewound``, when set, is below ``upto``.
 
     Attributes:
-        since: Ids below this were read by earlier passes.
+        since: Where the next range starts, less the overlap: every row this process put below it had landed
+            when a pass read it (a row landing lower moves it down: ``rewind``).
+        start: Where the open range is read from: ``since`` less the overlap.
         upto: The end of the range being read (None: no range open).
         after: Threads up to this id were read in the open range.
+        rewound: The lowest id that landed in the open range, or below it, since it opened (the pages read may
+            have passed it): the next range starts there.
     """
 
     since: str = ""
+    start: str = ""
     upto: str | None = None
     after: str = ""
+    rewound: str | None = None
 
-    def open(self, upto: str) -> bool:
-        """Open the range ``[since, upto)`` unless one is open; return whether one is open and not empty."""
+    def rewind(self, lowest: str) -> None:
+        """A row at ``lowest`` landed, or is landing, where the search may have passed it: read from there again
+        (after the open range, if one is: restarting it would never let a range cut short by the bound end,
+        under load). Runtime complexity: O(1)."""
+        if self.upto is None:
+            self.since = min(self.since, lowest)
+        elif lowest < self.upto and (self.rewound is None or lowest < self.rewound):
+            self.rewound = lowest
+
+    def open(self, upto: str, overlap: Callable[[str], str]) -> bool:
+        """Open the range from ``overlap(since)`` to ``upto`` unless one is open; return whether one is open."""
         if self.upto is None:
             if upto <= self.since:
                 return False
-            self.upto = upto
+            self.start, self.upto = min(overlap(self.since), self.since), upto
         return True
 
     def page_read(self, last_thread: str | None, full: bool) -> None:
@@ -86,12 +122,14 @@ class Window:
             self.after = last_thread
             return
         assert self.upto is not None
-        self.since, self.upto, self.after = self.upto, None, ""
+        since = self.upto if self.rewound is None else self.rewound
+        self.since, self.start, self.upto, self.after, self.rewound = since, "", None, "", None
 
     def check(self) -> None:
         """Assert the invariant (for tests)."""
-        assert self.upto is not None or not self.after, self
-        assert self.upto is None or self.since < self.upto, self
+        assert self.upto is not None or not (self.after or self.start or self.rewound is not None), self
+        assert self.upto is None or self.start <= self.since < self.upto, self
+        assert self.rewound is None or (self.upto is not None and self.rewound < self.upto), self
 
 
 class Sweeper:
@@ -117,6 +155,7 @@ class Sweeper:
         self.wall_clock = wall_clock
         self.idle = Window()
         self.long = Window()
+        self.newest_put = ""  # the greatest checkpoint id this process has put: the long window reaches it
         self.due: dict[str, Due] = {}
         self.indexed = False
         self.running = threading.Lock()
@@ -153,7 +192,8 @@ def run_pass(tiers: Tiers, sweeper: Sweeper, *, max_threads: int | None) -> Swee
             swept before it stay swept.
 
     Runtime complexity: per thread, one transaction reading its ids and deleting what goes (SQL savers);
-    finding them, an index range over the ids written since the last pass.
+    finding them, an index range over the ids written since the last pass and ``DISCOVERY_OVERLAP_SECONDS``
+    before it (from further back once this process put an older id, or its clock went back).
     """
     totals = tiers.shared.retention_totals
     with sweeper.running:
@@ -177,6 +217,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
     policy = sweeper.policy
     now = sweeper.wall_clock()
     cutoff = checkpoint_id_at(now - policy.idle_ttl_seconds) if policy.idle_ttl_seconds is not None else None
+    uptos = _bounds(tiers.shared, sweeper, now, cutoff)
     if sweeper.sql is not None and not sweeper.indexed:
         _create_index(tiers, sweeper)
     left: dict[str, Due] = {}  # in use or failed: for the next pass, after the threads found before them
@@ -186,7 +227,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
         while taken < budget:
             if not sweeper.due:
                 if sweeper.sql is not None:
-                    found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE)
+                    found = _find_in_tables(tiers, sweeper, uptos, DISCOVERY_PAGE)
                 elif not scanned:
                     found, scanned = _find_through_api(tiers, sweeper, cutoff), True
                 else:
@@ -272,20 +313,61 @@ def _create_index(tiers: Tiers, sweeper: Sweeper) -> None:
     sweeper.indexed = True
 
 
-def _find_in_tables(tiers: Tiers, sweeper: Sweeper, now: float, cutoff: str | None, limit: int) -> bool:
+def _bounds(shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None) -> dict[Due, str]:
+    """Where each window may end this pass, after moving each back to the rows this process put below it.
+
+    * A put this process began since the last pass (``landing.Landings``), or an unflushed one (write-back's
+      ledger), below a window's start rewinds it there: the row is read once it has landed, whatever its id.
+    * No window ends past an unflushed put or a put under way: a range read before such a row lands would
+      pass it.
+    * A wall clock behind a window (stepped back) rewinds it to the clock less the overlap: the rows written
+      with the clock as it is are read (other processes' too); the long window reaches the newest id this
+      process put even when the clock is behind it.
+
+    Runtime complexity: O(dirty threads), plus O(log puts under way).
+    """
+    landed = shared.landings.take()
+    unflushed = shared.dirty.lowest_checkpoint_id()
+    held = min((found for found in (landed.flying, unflushed) if found is not None), default=None)
+    at_risk = min((found for found in (landed.lowest, held) if found is not None), default=None)
+    if landed.highest is not None and landed.highest > sweeper.newest_put:
+        sweeper.newest_put = landed.highest
+    clock = checkpoint_id_at(now)
+    newest = id_after(sweeper.newest_put) if sweeper.newest_put else None
+    candidates: dict[Due, tuple[Window, str]] = {"long": (sweeper.long, max(clock, newest or ""))}
+    if cutoff is not None:
+        candidates["idle"] = (sweeper.idle, cutoff)
+    uptos: dict[Due, str] = {}
+    for due, (window, upto) in candidates.items():
+        if at_risk is not None:
+            window.rewind(at_risk)
+        now_id = cutoff if due == "idle" else clock
+        assert now_id is not None
+        if now_id < window.since:  # the wall clock went back: read what is written with it as it is
+            window.rewind(_overlap(now_id))
+        uptos[due] = upto if held is None else min(upto, held)
+    return uptos
+
+
+def _overlap(since: str) -> str:
+    """Where a range that continues at ``since`` is read from: ``DISCOVERY_OVERLAP_SECONDS`` earlier (an id
+    that holds no time: ``since`` itself)."""
+    seconds = time_of(since)
+    return since if seconds is None else checkpoint_id_at(seconds - DISCOVERY_OVERLAP_SECONDS)
+
+
+def _find_in_tables(tiers: Tiers, sweeper: Sweeper, uptos: dict[Due, str], limit: int) -> bool:
     """Read the next page of due threads into ``sweeper.due``; return whether any was found."""
     sql, kind, policy = sweeper.sql, sweeper.kind, sweeper.policy
     assert sql is not None
     searches: list[tuple[Window, Due, str, Callable[[Window], tuple[object, ...]]]] = []
-    if cutoff is not None:
-        searches.append((sweeper.idle, "idle", cutoff, lambda w: (w.since, w.upto, w.after, w.upto, limit)))
+    if "idle" in uptos:
+        searches.append((sweeper.idle, "idle", uptos["idle"], lambda w: (w.start, w.upto, w.after, w.upto, limit)))
     if policy.keep_last is not None:
         keep_last = policy.keep_last
-        searches.append(
-            (sweeper.long, "long", checkpoint_id_at(now), lambda w: (w.since, w.upto, w.after, keep_last, limit))
-        )
+        searches.append((sweeper.long, "long", uptos["long"], lambda w: (w.start, w.upto, w.after, keep_last, limit)))
     for window, due, upto, parameters in searches:
-        while window.open(upto):
+        while window.open(upto, _overlap):
             statement = sql.idle_threads() if due == "idle" else sql.long_threads()
             found = _thread_ids(tiers, kind, statement, parameters(window))
             window.page_read(found[-1] if found else None, len(found) >= limit)
