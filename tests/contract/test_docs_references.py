@@ -23,6 +23,10 @@ here instead of sending a reader to it.
   backticks, ``RetentionPolicy(keep_last=20)``, ``InMemoryCheckpointConfig(...)`` or ``TieredSaver(...)``, passes
   only keywords its class takes. The names come from the classes themselves, so a field added or renamed in the
   code is known here at once.
+* **Defaults in the API reference.** The reference's signatures (Griffe reads the source) show defaults as their
+  values, not as constant names (``max_dirty_bytes = 16_777_216``, not ``DEFAULT_MAX_DIRTY_BYTES``): the Griffe
+  extension ``docs/hooks/runtime_defaults.py`` that ``mkdocs.yml`` loads sees to it, checked here on every object
+  a reference page documents.
 * **Environment variables.** Every ``BOUNDED_SAVER_*`` name on a page or in a docstring or comment is one the
   serving module reads (``settings()`` and ``TIERED_SETTINGS``); a pattern (``BOUNDED_SAVER_<FIELD>``,
   ``BOUNDED_SAVER_RETENTION_*``) is not a name.
@@ -41,6 +45,8 @@ import re
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
+
+import griffe
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
 from langgraph.checkpoint.bounded.serving import TIERED_SETTINGS, settings
@@ -176,7 +182,7 @@ def stats_fields() -> set[str]:
     from langgraph.checkpoint.bounded.saver import SaverStats
 
     found = {field.name for field in dataclasses.fields(SaverStats)}
-    for name in ("TieredStats", "RetentionStats", "SweepResult"):
+    for name in ("TieredStats", "RetentionStats", "SweepReport"):
         stats = getattr(tiered, name, None)
         if stats is not None and dataclasses.is_dataclass(stats):
             found |= {field.name for field in dataclasses.fields(stats)}
@@ -256,3 +262,38 @@ def test_every_environment_variable_named_is_one_the_serving_module_reads() -> N
     assert VARIABLE.findall("`BOUNDED_SAVER_<FIELD>`, BOUNDED_SAVER_RETENTION_*, BOUNDED_SAVER_MAX_THREADS=5") == [
         "BOUNDED_SAVER_MAX_THREADS"
     ]
+
+
+REFERENCE = re.compile(r"^::: (?P<path>[\w.]+)\s*$", flags=re.M)
+CONSTANT = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b")
+
+
+def constant_defaults(obj: griffe.Object | griffe.Alias) -> list[str]:
+    """``path(name=DEFAULT)`` for each parameter of the object and of its methods whose default names a constant."""
+    target = obj.final_target if isinstance(obj, griffe.Alias) else obj
+    functions = [target] if isinstance(target, griffe.Function) else []
+    if isinstance(target, griffe.Class):
+        # all_members: inherited methods too, and the __init__ Griffe makes for a dataclass
+        functions += [member for member in target.all_members.values() if isinstance(member, griffe.Function)]
+    found = []
+    for function in functions:
+        function = function.final_target if isinstance(function, griffe.Alias) else function
+        for parameter in function.parameters:
+            if parameter.default is not None and CONSTANT.search(str(parameter.default)):
+                found.append(f"{obj.path}: {parameter.name}={parameter.default}")
+    return sorted(set(found))
+
+
+def test_the_api_reference_shows_defaults_as_values() -> None:
+    documented = [
+        match["path"] for page in (DOCS / "reference").glob("*.md") for match in REFERENCE.finditer(page.read_text())
+    ]
+    assert "langgraph.checkpoint.bounded.TieredSaver" in documented
+    extension = griffe.load_extensions(f"{ROOT / 'docs' / 'hooks' / 'runtime_defaults.py'}:RuntimeDefaults")
+    package = griffe.load(
+        "langgraph.checkpoint.bounded", extensions=extension, resolve_aliases=True, resolve_external=False
+    )
+    shown = [name for path in documented for name in constant_defaults(package[path.removeprefix(f"{package.path}.")])]
+    assert shown == [], "the reference would show these defaults as constant names:\n" + "\n".join(shown)
+    plain = griffe.load("langgraph.checkpoint.bounded", resolve_aliases=True, resolve_external=False)
+    assert constant_defaults(plain["TieredSaver"]) != [], "without the extension a constant shows: the check sees it"
