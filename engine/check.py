@@ -2,7 +2,7 @@
 
 Each invariant has a name, and a broken one raises ``AssertionError`` whose
 message starts with that name, so that a test can break exactly one and expect
-it (``tests/test_check.py`` does, for every name in ``INVARIANTS``).
+it (``tests/engine/test_check.py`` does, for every name in ``INVARIANTS``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ can drop threads is wrapped by ``announces`` (sync) or ``announces_async``
 (async): that is the one place delivery happens, but for one deliberate copy:
 ``put`` and ``put_writes`` wrap their bodies by hand, with positional
 arguments, which costs half of what ``announces``' ``*args`` and ``**kwargs``
-do on every write (tests/test_hot_path_copies.py keeps the copy agreeing). An async method that runs a
+do on every write (tests/saver/test_hot_path_copies.py keeps the copy agreeing). An async method that runs a
 sync body calls the body unwrapped (``unannounced``), so the sync delivery never
 runs on its event loop:
 

@@ -1,7 +1,7 @@
 """A resume of a thread the memory saver dropped: what the saver sees of it, and the error it raises.
 
 LangGraph starts a thread it finds no checkpoint for afresh, even for
-``Command(resume=...)``. Traced on langgraph 1.2 (``tests/test_interrupts_and_eviction.py``
+``Command(resume=...)``. Traced on langgraph 1.2 (``tests/saver/test_interrupts_and_eviction.py``
 replays it): after ``get_tuple`` of the thread returns None, a resume run sends
 
 * under ``durability="sync"`` and ``"async"``: the answer as a pending write to

@@ -534,7 +534,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         (``engine.Store.put_checkpoint``).
         """
         # announcing.announces by hand, its twin: positional arguments cost half what the generic
-        # wrapper's *args and **kwargs do, on every write (tests/test_hot_path_copies.py)
+        # wrapper's *args and **kwargs do, on every write (tests/saver/test_hot_path_copies.py)
         try:
             return self._put(config, checkpoint, metadata, new_versions)
         finally:
@@ -549,7 +549,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """``put`` without delivering the threads it dropped: the body ``put`` and ``aput`` share."""
-        # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
+        # locations.locate's fast path, inline: a frame less on every write (tests/saver/test_hot_path_copies.py)
         section = config.get("configurable") if type(config) is dict else None
         if (
             type(section) is dict
@@ -611,7 +611,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
     ) -> None:
         """``put_writes`` without delivering the threads it dropped: the body ``put_writes`` and ``aput_writes``
         share."""
-        # locations.locate's fast path, inline: a frame less on every write (tests/test_hot_path_copies.py)
+        # locations.locate's fast path, inline: a frame less on every write (tests/saver/test_hot_path_copies.py)
         section = config.get("configurable") if type(config) is dict else None
         if (
             type(section) is dict

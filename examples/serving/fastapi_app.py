@@ -3,6 +3,10 @@
 Run from this folder (limits from BOUNDED_SAVER_* variables)::
 
     BOUNDED_SAVER_MAX_THREADS=500 uvicorn fastapi_app:app --host 127.0.0.1 --port 8000
+
+It cannot answer an interrupt: fastapi-langgraph-server 0.1.0 refuses a run with a ``command``
+(``{"resume": ...}``) with 422 "unsupported run options: command", so the graph's review stays waiting.
+For human-in-the-loop apps serve it with langgraph dev and langgraph.json instead (docs/guide/serving.md).
 """
 
 from __future__ import annotations

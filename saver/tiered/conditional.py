@@ -47,7 +47,7 @@ transaction is open), and choose their connection themselves (a pool's). So the 
 a shallow copy of the saver, as ``with_allowlist`` makes one, whose lock is a no-op and whose
 connection is the one holding the transaction. What it stores is the put's own doing, byte for byte:
 the serde, ``get_checkpoint_metadata`` / ``get_serializable_checkpoint_metadata``, PostgreSQL's split
-of channel values between the checkpoint and its blobs (``tests/test_conditional.py`` compares the
+of channel values between the checkpoint and its blobs (``tests/tiered/test_conditional_puts.py`` compares the
 rows with a plain put's). For SQLite the checkpoint is serialized before the write lock is taken (the
 view's serde hands the put those bytes), since that lock blocks every writer of the file; PostgreSQL's
 put serializes its blobs inside, holding only this namespace's lock.

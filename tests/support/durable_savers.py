@@ -1,5 +1,5 @@
 """Helpers of the tiered-storage tests (no tests here): a SQLite saver whose failures, delays and
-calls a test controls, and the PostgreSQL cluster of ``tests/postgres_server.py`` (one that can be
+calls a test controls, and the PostgreSQL cluster of ``tests/support/postgres_server.py`` (one that can be
 stopped and started again; a test that cannot start one is skipped saying so loudly, or fails where
 CI requires PostgreSQL).
 """

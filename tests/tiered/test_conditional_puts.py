@@ -1,4 +1,4 @@
-"""Conditional puts (``saver/conditional.py``): ``put_if_newest`` / ``aput_if_newest`` over SQLite and
+"""Conditional puts (``saver/tiered/conditional.py``): ``put_if_newest`` / ``aput_if_newest`` over SQLite and
 PostgreSQL, sync and async, one connection, a pipeline or a pool.
 
 * The check passes: the rows stored are a plain ``put``'s, byte for byte (checkpoint, metadata,
@@ -24,7 +24,7 @@ PostgreSQL, sync and async, one connection, a pipeline or a pool.
   of one SQLite file and of one PostgreSQL database; the thread ends as one linear chain of 50
   checkpoints holding every update either process was acknowledged, and its counter says 50.
 
-PostgreSQL runs on a throwaway server (``tests/postgres_server.py``); without one these tests are
+PostgreSQL runs on a throwaway server (``tests/support/postgres_server.py``); without one these tests are
 skipped, loudly, or fail where ``BOUNDED_TESTS_REQUIRE_POSTGRES=1``.
 """
 

@@ -5,7 +5,7 @@ LangGraph has no per-thread lock: two processes running one thread each read its
 child of it, and both puts succeeded (out of 50 racing updates, 28-46 were kept, with the durable savers alone
 too). With ``conditional_writes`` a put whose namespace another process wrote since this one last read or wrote
 it raises ``CheckpointConflictError`` naming the thread, writes nothing, and its stale hot copy leaves memory, so
-that the retry reads the newest. The primitive is ``saver.conditional`` (tests/test_conditional.py); here it is
+that the retry reads the newest. The primitive is ``saver/tiered/conditional.py`` (test_conditional_puts.py); here it is
 the tiered saver, with real graphs, and two OS processes racing invokes.
 """
 

@@ -1,6 +1,6 @@
 """``TieredSaver`` answers as the durable tier does, and never older than a write acknowledged before a read.
 
-Races are played deterministically: ``ControlledSqlite`` (tests/test_tiered_support.py) holds a durable read
+Races are played deterministically: ``ControlledSqlite`` (tests/support/durable_savers.py) holds a durable read
 after it has read, until the test releases it, so a read that began before a write lands after it. Every
 wait is on an event or a condition, never on time.
 """

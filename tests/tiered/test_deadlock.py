@@ -3,7 +3,7 @@
 The default executor belongs to everyone on the loop: LangGraph, the durable saver itself
 (``AsyncPostgresSaver.aput`` serializes there with ``asyncio.to_thread``), the application. A tiered job parked
 there waiting for work queued behind it hangs once every worker waits (20 concurrent ``ainvoke`` over
-``AsyncPostgresSaver`` with write-back hung so: tests/test_tiered_async_durable.py runs that). So:
+``AsyncPostgresSaver`` with write-back hung so: tests/tiered/test_async_durable.py runs that). So:
 
 * every async method runs with the loop's only default worker parked for the whole test, and finishes;
 * the saver's own jobs pool, cut to one worker, holding a job that waits on a thread's gate, never stops the

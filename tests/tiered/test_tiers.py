@@ -1,10 +1,10 @@
 """``TieredSaver`` over a real SQLite file: graphs, reads across tiers, both write modes, failures.
 
-Every graph here is a compiled LangGraph graph (tests/graphs.py: interrupts, subgraphs, ``Send``,
+Every graph here is a compiled LangGraph graph (tests/support/graphs.py: interrupts, subgraphs, ``Send``,
 time travel, a failing parallel branch, ``DeltaChannel``), compared with the stock
 ``InMemorySaver`` and with what the durable tier alone answers. The hot tier is kept small, so
 threads leave memory while their runs go on. Durable failures and slow calls come from
-``ControlledSqlite`` (tests/test_tiered_support.py), a ``SqliteSaver`` a test can make fail or wait;
+``ControlledSqlite`` (tests/support/durable_savers.py), a ``SqliteSaver`` a test can make fail or wait;
 every wait is on an event, never on time.
 """
 

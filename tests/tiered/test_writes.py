@@ -1,7 +1,7 @@
 """``TieredSaver``'s writes: what the durable tier can take is taken, what it cannot is refused before it is
 acknowledged, and write-back's backlog is bounded in bytes and in age.
 
-Durable failures and slow calls come from ``ControlledSqlite`` (tests/test_tiered_support.py); every wait is on
+Durable failures and slow calls come from ``ControlledSqlite`` (tests/support/durable_savers.py); every wait is on
 an event, never on time.
 """
 
