@@ -32,6 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .compression import CompressingSerializer
     from .config import InMemoryCheckpointConfig
     from .engine import (
         CheckpointCapacityError,
@@ -68,6 +69,7 @@ _EXPORTS = {
     "CheckpointCapacityError": ".engine",
     "CheckpointConflictError": ".tiered",
     "CheckpointRefusedError": ".engine",
+    "CompressingSerializer": ".compression",
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
     "InMemorySaver": ".saver",
@@ -95,6 +97,7 @@ __all__ = [
     "CheckpointCapacityError",
     "CheckpointConflictError",
     "CheckpointRefusedError",
+    "CompressingSerializer",
     "DroppedThread",
     "InMemoryCheckpointConfig",
     "InMemorySaver",

@@ -14,12 +14,14 @@ How a serializer is judged:
 - ``JsonPlusSerializer``: unpickles only with ``pickle_fallback=True``.
 - ``EncryptedSerializer``: tags are ``"<inner tag>+<cipher>"`` (``"pickle+aes"``)
   or a bare inner tag (read unencrypted); the inner serializer decides.
+- ``CompressingSerializer``: tags are ``"<inner tag>~<codec>"`` (``"pickle~zstd"``)
+  or a bare inner tag; the inner serializer decides.
 - Any other serializer: unpickles only if it says so with a true
   ``pickle_fallback`` attribute. This is the conservative reading: a serializer
   we do not know may unpickle, so it must opt in.
 
 A tag's base type is the part before its first ``"+"`` (how
-``EncryptedSerializer`` splits it), compared without regard to case (a
+``EncryptedSerializer`` splits it) and its first ``"~"`` (a compression codec), compared without regard to case (a
 serializer we do not know might not care about case).
 
 The check cannot help a serializer that ignores tags: LangGraph's
@@ -35,6 +37,7 @@ from collections.abc import Iterator
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from .compression import CompressingSerializer, uncompressed_tag
 from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
 __all__ = [
@@ -73,11 +76,12 @@ class PayloadTagError(ValueError):
 
 
 def base_type(tag: str) -> str:
-    """A tag without its cipher suffix, folded to lower case: ``"Pickle+aes"`` gives ``"pickle"``.
+    """A tag without its cipher and compression suffixes, folded to lower case: ``"Pickle+aes"`` and
+    ``"pickle~zstd+aes"`` give ``"pickle"``.
 
     Runtime complexity: O(length of the tag).
     """
-    return tag.split(_ENCRYPTED_SEPARATOR, 1)[0].casefold()
+    return uncompressed_tag(tag.split(_ENCRYPTED_SEPARATOR, 1)[0]).casefold()
 
 
 def allows_pickle(serde: SerializerProtocol) -> bool:
@@ -85,8 +89,8 @@ def allows_pickle(serde: SerializerProtocol) -> bool:
 
     Runtime complexity: O(depth of serializer wrapping).
     """
-    while isinstance(serde, EncryptedSerializer):
-        serde = serde.serde  # decrypts, then hands the inner tag to the inner serializer
+    while isinstance(serde, EncryptedSerializer | CompressingSerializer):
+        serde = serde.serde  # decrypts or decompresses, then hands the inner tag to the inner serializer
     return bool(getattr(serde, "pickle_fallback", False))
 
 
@@ -157,8 +161,8 @@ def _where(place: _Place) -> str:
 
 
 def _describe(serde: SerializerProtocol) -> str:
-    if isinstance(serde, EncryptedSerializer):
-        return f"EncryptedSerializer around {_describe(serde.serde)}"
+    if isinstance(serde, EncryptedSerializer | CompressingSerializer):
+        return f"{type(serde).__name__} around {_describe(serde.serde)}"
     declared = getattr(serde, "pickle_fallback", _UNDECLARED)
     if declared is not _UNDECLARED:
         return f"{type(serde).__name__}(pickle_fallback={declared!r})"

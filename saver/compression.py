@@ -1,0 +1,231 @@
+"""``CompressingSerializer``: stored values compressed, for either saver and for any durable LangGraph saver.
+
+A serializer that wraps another, the way LangGraph's ``EncryptedSerializer``
+does: ``dumps_typed`` serializes with the inner serializer, then compresses
+what is at least ``threshold_bytes`` long and comes out smaller, and tags it
+``"<inner tag>~<codec>"`` (``"msgpack~zstd"``); ``loads_typed`` decompresses a
+tagged value and hands the rest to the inner serializer untouched. So:
+
+* rows written before compression was turned on (no ``~`` suffix) still read,
+  and a value too small to be worth it is stored as the inner serializer wrote it;
+* any LangGraph saver given the same serializer (``SqliteSaver(conn,
+  serde=CompressingSerializer())``) reads what ours wrote, and the reverse;
+* it composes with ``EncryptedSerializer``: compress, then encrypt
+  (``EncryptedSerializer(cipher, serde=CompressingSerializer())``; ciphertext
+  does not compress). The encrypted tag is ``"msgpack~zstd+aes"``: its ``+``
+  split, which ``EncryptedSerializer`` makes at the first ``+``, is unaffected,
+  since this serializer never writes a ``+``;
+* the memory saver counts the bytes it stores, so its byte limits
+  (``max_total_bytes``, ``max_checkpoint_bytes``...) count the compressed size,
+  and a byte budget holds more threads; ``TieredSaver`` uses its durable
+  saver's serializer for both tiers, so both hold the compressed form.
+
+Codecs: ``"zstd"`` (the ``compression`` extra, ``zstandard``; Python 3.14's
+standard ``compression.zstd`` where there is one) or ``"zlib"`` (the standard
+library, always there). The default is zstd when it is installed, else zlib.
+A value tagged with a codec this process cannot decode raises a ``ValueError``
+that names the codec and the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+__all__ = [
+    "CODECS",
+    "DEFAULT_LEVELS",
+    "DEFAULT_THRESHOLD_BYTES",
+    "SEPARATOR",
+    "Codec",
+    "CompressingSerializer",
+    "uncompressed_tag",
+    "zstd_available",
+]
+
+Codec = Literal["zstd", "zlib"]
+CODECS: tuple[Codec, ...] = ("zstd", "zlib")
+
+SEPARATOR = "~"
+"""Between the inner serializer's tag and the codec's name: never ``+``, which ``EncryptedSerializer`` splits at."""
+
+DEFAULT_THRESHOLD_BYTES = 1024
+"""Values shorter than this, serialized, are stored as they are (``benchmarks/compression.py`` measures why)."""
+
+DEFAULT_LEVELS: dict[Codec, int] = {"zstd": 1, "zlib": 1}
+"""The fastest level of each codec: chat text still shrinks about threefold with zstd."""
+
+
+@dataclass(frozen=True)
+class _Functions:
+    compress: Callable[[bytes, int], bytes]
+    decompress: Callable[[bytes], bytes]
+
+
+def _zstd() -> _Functions | None:
+    """zstd's functions: the standard library's (Python 3.14+), else ``zstandard``'s, else None."""
+    try:
+        standard: Any = importlib.import_module("compression.zstd")
+    except ImportError:
+        standard = None
+    if standard is not None:
+        return _Functions(lambda data, level: standard.compress(data, level), standard.decompress)
+    try:
+        zstandard: Any = importlib.import_module("zstandard")
+    except ImportError:
+        return None
+
+    # A compressor costs about 10 µs to make, more than compressing a small value: one per OS thread and level
+    # (zstandard's objects must not be used by two threads at once).
+    local = threading.local()
+
+    def compress(data: bytes, level: int) -> bytes:
+        compressors = getattr(local, "compressors", None)
+        if compressors is None:
+            compressors = local.compressors = {}
+        compressor = compressors.get(level)
+        if compressor is None:
+            compressor = compressors[level] = zstandard.ZstdCompressor(level=level)
+        return bytes(compressor.compress(data))
+
+    def decompress(data: bytes) -> bytes:
+        decompressor = getattr(local, "decompressor", None)
+        if decompressor is None:
+            decompressor = local.decompressor = zstandard.ZstdDecompressor()
+        # The frame holds its content size (ZstdCompressor.compress writes it), so one call suffices.
+        return bytes(decompressor.decompress(data))
+
+    return _Functions(compress, decompress)
+
+
+_ZSTD = _zstd()
+_ZLIB = _Functions(lambda data, level: zlib.compress(data, level), zlib.decompress)
+_LEVELS: dict[Codec, range] = {"zstd": range(-7, 23), "zlib": range(0, 10)}
+
+
+def zstd_available() -> bool:
+    """Whether this process can write and read zstd (``pip install 'langgraph-checkpoint-bounded[compression]'``).
+    Runtime complexity: O(1)."""
+    return _ZSTD is not None
+
+
+def _functions(codec: str) -> _Functions:
+    if codec == "zlib":
+        return _ZLIB
+    if codec == "zstd":
+        if _ZSTD is None:
+            raise ValueError(
+                "a value is compressed with zstd, which this process cannot read: install the compression extra "
+                "(pip install 'langgraph-checkpoint-bounded[compression]', which brings zstandard)"
+            )
+        return _ZSTD
+    raise ValueError(f"a value is tagged with the unknown compression codec {codec!r:.40}: expected one of {CODECS}")
+
+
+class CompressingSerializer(SerializerProtocol):
+    """A serializer that compresses what another one writes, when it is long enough to be worth it.
+
+    Pass it as ``serde=`` to ``BoundedInMemorySaver``, to a durable LangGraph
+    saver under ``TieredSaver`` (which uses it for both tiers), or to any
+    LangGraph saver: each then reads what the others wrote with it, and
+    values written without it.
+
+    Args:
+        serde: The serializer that turns objects into bytes (LangGraph's ``JsonPlusSerializer`` with
+            ``pickle_fallback=False`` if omitted, the memory saver's default).
+        threshold_bytes: Serialized values shorter than this are stored uncompressed (at least 0).
+        level: The codec's level (None: ``DEFAULT_LEVELS``, the fastest); zstd takes -7 to 22, zlib 0 to 9.
+        codec: ``"zstd"`` or ``"zlib"`` (None: zstd where it is installed, else zlib).
+
+    Raises:
+        ValueError: A setting out of range, naming it, or ``codec="zstd"`` without zstd installed.
+
+    Runtime complexity: ``dumps_typed`` costs the inner serializer's, plus compressing values at or over the
+    threshold (zstd level 1: about 1 ns per byte, measured by ``benchmarks/compression.py``); ``loads_typed``
+    the inner's, plus decompressing tagged values.
+
+    Example:
+        ```python
+        from langgraph.checkpoint.bounded import BoundedInMemorySaver, CompressingSerializer
+
+        saver = BoundedInMemorySaver(serde=CompressingSerializer())
+        tag, data = saver.serde.dumps_typed({"text": "hello " * 1000})
+        assert tag.endswith(("~zstd", "~zlib")) and len(data) < 1000
+        assert saver.serde.loads_typed((tag, data)) == {"text": "hello " * 1000}
+        ```
+    """
+
+    def __init__(
+        self,
+        serde: SerializerProtocol | None = None,
+        *,
+        threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+        level: int | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
+            raise ValueError(
+                f"threshold_bytes must be a whole number of bytes, at least 0, got {threshold_bytes!r:.40}"
+            )
+        if codec is None:
+            codec = "zstd" if _ZSTD is not None else "zlib"
+        if codec not in CODECS:
+            raise ValueError(f"codec must be one of {CODECS}, got {codec!r:.40}")
+        if codec == "zstd" and _ZSTD is None:
+            _functions("zstd")  # raises, naming the extra
+        chosen = DEFAULT_LEVELS[codec] if level is None else level
+        if isinstance(chosen, bool) or not isinstance(chosen, int) or chosen not in _LEVELS[codec]:
+            span = _LEVELS[codec]
+            raise ValueError(
+                f"level for {codec} must be a whole number from {span[0]} to {span[-1]}, got {level!r:.40}"
+            )
+        self.serde: SerializerProtocol = serde if serde is not None else JsonPlusSerializer(pickle_fallback=False)
+        self.threshold_bytes = threshold_bytes
+        self.level = chosen
+        self.codec: Codec = codec
+        self._suffix = f"{SEPARATOR}{codec}"
+        self._compress = _functions(codec).compress
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """The inner serializer's ``(tag, bytes)``, compressed and tagged ``"<tag>~<codec>"`` when the bytes are
+        at least ``threshold_bytes`` long and come out smaller. Runtime complexity: see the class."""
+        tag, data = self.serde.dumps_typed(obj)
+        if len(data) < self.threshold_bytes or SEPARATOR in tag:
+            return tag, data
+        compressed = self._compress(data, self.level)
+        if len(compressed) >= len(data):
+            return tag, data  # incompressible (already compressed media, ciphertext): stored as it is
+        return f"{tag}{self._suffix}", compressed
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The object a ``(tag, bytes)`` pair holds: decompressed first when its tag names a codec.
+
+        Raises:
+            ValueError: The tag names a codec this process cannot decode (naming the extra to install).
+
+        Runtime complexity: see the class.
+        """
+        tag, payload = data
+        inner, separator, codec = tag.rpartition(SEPARATOR)
+        if not separator or codec not in CODECS:
+            return self.serde.loads_typed(data)
+        return self.serde.loads_typed((inner, _functions(codec).decompress(payload)))
+
+    def __repr__(self) -> str:
+        return (
+            f"CompressingSerializer({type(self.serde).__name__}, codec={self.codec!r}, level={self.level}, "
+            f"threshold_bytes={self.threshold_bytes})"
+        )
+
+
+def uncompressed_tag(tag: str) -> str:
+    """A payload tag without its compression suffix (``"msgpack~zstd"`` gives ``"msgpack"``). Runtime complexity:
+    O(len(tag))."""
+    return tag.split(SEPARATOR, 1)[0]
