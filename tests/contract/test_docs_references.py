@@ -18,7 +18,8 @@ here instead of sending a reader to it.
   ``test_docs.py``'s.
 * **Settings.** A name written in backticks on a page (``max_total_bytes``, ``idle_ttl_seconds=60``) that looks like
   a setting (``max_...``, ``..._seconds``, ``..._bytes``, ``..._ttl``, ``..._minutes``, ``..._interval``) is a field
-  of ``InMemoryCheckpointConfig`` or ``RetentionPolicy`` or a parameter of ``TieredSaver``, or else a field of a
+  of ``InMemoryCheckpointConfig`` or ``RetentionPolicy`` or a parameter of ``TieredSaver`` or
+  ``CompressingSerializer``, or else a field of a
   stats object (``stats().memory_bytes``), or on the short ``NOT_SETTINGS`` list with why. A call written in
   backticks, ``RetentionPolicy(keep_last=20)``, ``InMemoryCheckpointConfig(...)`` or ``TieredSaver(...)``, passes
   only keywords its class takes. The names come from the classes themselves, so a field added or renamed in the
@@ -48,7 +49,7 @@ from pathlib import Path
 
 import griffe
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
+from langgraph.checkpoint.bounded import CompressingSerializer, InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
 from langgraph.checkpoint.bounded.serving import TIERED_SETTINGS, settings
 from tests.support.paths import ROOT
 
@@ -173,6 +174,7 @@ SETTINGS: dict[str, set[str]] = {
     "InMemoryCheckpointConfig": {field.name for field in dataclasses.fields(InMemoryCheckpointConfig)},
     "RetentionPolicy": {field.name for field in dataclasses.fields(RetentionPolicy)},
     "TieredSaver": set(inspect.signature(TieredSaver.__init__).parameters) - {"self"},
+    "CompressingSerializer": set(inspect.signature(CompressingSerializer.__init__).parameters) - {"self"},
 }
 
 
