@@ -13,7 +13,9 @@ Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
 at a time:
 
 * idle: the threads with a checkpoint in ``[since, cutoff)`` and none after,
-  where ``cutoff`` is the id of ``now - idle_ttl_seconds``;
+  where ``cutoff`` is the id of ``now - idle_ttl_seconds`` (and again at
+  ``now - interrupted_ttl_seconds``: the threads the idle TTL kept because they
+  waited at an interrupt, ``waiting``, are due once more then);
 * long: the threads with a namespace written in ``[since, now)`` holding more
   than ``keep_last`` checkpoints.
 
@@ -44,6 +46,7 @@ from .ids import checkpoint_id_at
 from .policy import RetentionPolicy
 from .storage import INDEX, Plan, dialect_of, run_async, run_sync
 from .threads import remove_from_thread
+from .waiting import IdleDeletion
 
 __all__ = ["DISCOVERY_PAGE", "Due", "Sweeper", "Window", "run_pass"]
 
@@ -117,6 +120,7 @@ class Sweeper:
         self.wall_clock = wall_clock
         self.idle = Window()
         self.long = Window()
+        self.waiting = Window()  # idle past interrupted_ttl_seconds: the waiting threads the idle TTL kept
         self.due: dict[str, Due] = {}
         self.indexed = False
         self.running = threading.Lock()
@@ -131,6 +135,7 @@ class Sweeper:
         """Assert the windows' invariants (for tests)."""
         self.idle.check()
         self.long.check()
+        self.waiting.check()
 
 
 @dataclass
@@ -177,6 +182,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
     policy = sweeper.policy
     now = sweeper.wall_clock()
     cutoff = checkpoint_id_at(now - policy.idle_ttl_seconds) if policy.idle_ttl_seconds is not None else None
+    idle = IdleDeletion.of(policy, now)  # what an idle deletion does with a thread waiting at an interrupt
     if sweeper.sql is not None and not sweeper.indexed:
         _create_index(tiers, sweeper)
     left: dict[str, Due] = {}  # in use or failed: for the next pass, after the threads found before them
@@ -186,7 +192,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
         while taken < budget:
             if not sweeper.due:
                 if sweeper.sql is not None:
-                    found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE)
+                    found = _find_in_tables(tiers, sweeper, now, cutoff, DISCOVERY_PAGE, idle)
                 elif not scanned:
                     found, scanned = _find_through_api(tiers, sweeper, cutoff), True
                 else:
@@ -196,7 +202,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
                 continue
             thread_id, due = next(iter(sweeper.due.items()))
             del sweeper.due[thread_id]
-            settled = _settle(tiers, sweeper, tally, thread_id, due, cutoff)
+            settled = _settle(tiers, sweeper, tally, thread_id, due, cutoff, idle)
             if settled != IN_USE:
                 taken += 1
                 # Yield the interpreter: a write waiting for the durable connection or the hot store's lock,
@@ -212,7 +218,15 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
 SETTLED, IN_USE, FAILED = "settled", "in use", "failed"
 
 
-def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: Due, cutoff: str | None) -> str:
+def _settle(
+    tiers: Tiers,
+    sweeper: Sweeper,
+    tally: _Tally,
+    thread_id: str,
+    due: Due,
+    cutoff: str | None,
+    idle: IdleDeletion | None,
+) -> str:
     """Remove from one due thread; return ``SETTLED``, or ``IN_USE`` or ``FAILED`` (due again next pass)."""
     policy = sweeper.policy
     if due == "idle" and cutoff is not None:
@@ -232,6 +246,7 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
             keep_last=keep_last,
             idle_before=idle_before,
             in_use_seconds=seconds,
+            idle=idle if due == "idle" else None,
         )
     except Exception as error:
         tally.failures += 1
@@ -272,13 +287,19 @@ def _create_index(tiers: Tiers, sweeper: Sweeper) -> None:
     sweeper.indexed = True
 
 
-def _find_in_tables(tiers: Tiers, sweeper: Sweeper, now: float, cutoff: str | None, limit: int) -> bool:
+def _find_in_tables(
+    tiers: Tiers, sweeper: Sweeper, now: float, cutoff: str | None, limit: int, idle: IdleDeletion | None = None
+) -> bool:
     """Read the next page of due threads into ``sweeper.due``; return whether any was found."""
     sql, kind, policy = sweeper.sql, sweeper.kind, sweeper.policy
     assert sql is not None
     searches: list[tuple[Window, Due, str, Callable[[Window], tuple[object, ...]]]] = []
     if cutoff is not None:
         searches.append((sweeper.idle, "idle", cutoff, lambda w: (w.since, w.upto, w.after, w.upto, limit)))
+    if idle is not None and idle.interrupted_before is not None:
+        # the idle search again, at the waiting threads' cutoff: the ones the idle TTL kept are due once more
+        waiting = idle.interrupted_before
+        searches.append((sweeper.waiting, "idle", waiting, lambda w: (w.since, w.upto, w.after, w.upto, limit)))
     if policy.keep_last is not None:
         keep_last = policy.keep_last
         searches.append(
