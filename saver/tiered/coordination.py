@@ -187,8 +187,10 @@ class DeletedThreads:
             ):  # deleted again with nothing new in it: the waiting thread's deletion is what a resume meets
                 record = replace(earlier, deleted_at=time.monotonic())
             else:
+                same = earlier is not None and (earlier.limit, earlier.deleted_at_wall) == (why.limit, at_wall)
+                deleted_at = earlier.deleted_at if same and earlier is not None else time.monotonic()
                 record = DeletedThread(
-                    thread_id, newest_checkpoint_id, time.monotonic(), why.limit, why.limit_value, at_wall, why.waiting
+                    thread_id, newest_checkpoint_id, deleted_at, why.limit, why.limit_value, at_wall, why.waiting
                 )
             self.records[thread_id] = record
             while len(self.records) > self.capacity:

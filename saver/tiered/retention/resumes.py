@@ -23,6 +23,10 @@ Under ``durability="async"`` LangGraph runs on after the refusal, and sends the
 writes of the steps it runs (never their checkpoints: it sends those in a chain
 the refusal broke): those are refused too (``DeletedThreads.refuse_run``), until
 a run of the thread reads it (``run_starts``: a new run reads before it writes).
+Those that came while the durable tier was asked are removed by the refusal, with
+the thread's gate held alone, in one transaction that checks the thread still
+holds no checkpoint (``waiting.forget_orphans``), and the hot tier forgets the
+thread, keeping a tombstone that says why (``dropped_thread``).
 
 Under ``durability="exit"`` LangGraph sends the saver neither write, only what a
 new run sends when the run ends: the resume cannot be told from a new run, and
@@ -42,10 +46,12 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 
 from ...engine import WriteRecord
 from ...interrupts import ANSWER_CHANNELS, InterruptLostError, resumes_input, starts_run
+from ..coordination import Deletion
 from ..durable_format import Kind, kind_of
+from ..removal import forget_deleted
 from ..state import Tiers, alive
 from .storage import Plan, SqlDialect, dialect_of, run_async, run_sync
-from .waiting import Removal, find_removal, forget_removal
+from .waiting import Removal, find_removal, forget_orphans, forget_removal
 
 __all__ = ["answers", "aresumes_lost", "resumes_lost", "run_starts", "starts_afresh"]
 
@@ -78,7 +84,8 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
         InterruptLostError: It was; nothing was stored (logged as a warning too with ``log``).
 
     Runtime complexity: nothing for a thread the hot tier holds; else up to three indexed reads of the durable
-    tier (SQL savers) or one ``list(limit=1)`` for a thread this process deleted (other savers).
+    tier (SQL savers) or one ``list(limit=1)`` for a thread this process deleted (other savers); a refusal
+    adds one transaction (``_refuse``).
     """
     known = _known(tiers, thread_id)
     if known is None:
@@ -90,7 +97,18 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
         found, holds = tiers.durable.on_tables(*_sides(known.kind, lambda: find_removal(sql, thread_id, remembered)))
         if holds and found is not None:
             tiers.durable.on_tables(*_sides(known.kind, lambda: forget_removal(sql, thread_id), transaction=True))
-    _decide(tiers, checkpoint_id, known.remembered, found, holds, log)
+    removal = None if holds else found or known.remembered
+    if removal is None:
+        return
+    refusal = _lost(tiers, removal, checkpoint_id, log=log)
+    with tiers.shared.gates.alone(thread_id):  # the writes of the run already past their checks finish first
+        if known.sql is not None:
+            sql = known.sql
+            tiers.durable.on_tables(*_sides(known.kind, lambda: forget_orphans(sql, thread_id), transaction=True))
+        elif not tiers.durable.list(_thread(thread_id), limit=1):
+            tiers.durable.delete_thread(thread_id)
+        _forget(tiers, removal)
+    raise refusal
 
 
 async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool) -> None:
@@ -107,7 +125,26 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
         if holds and found is not None:
             forget = _sides(known.kind, lambda: forget_removal(sql, thread_id), transaction=True)
             await tiers.durable.aon_tables(*forget)
-    _decide(tiers, checkpoint_id, known.remembered, found, holds, log)
+    removal = None if holds else found or known.remembered
+    if removal is None:
+        return
+    refusal = _lost(tiers, removal, checkpoint_id, log=log)
+    async with tiers.shared.gates.aalone(thread_id):
+        if known.sql is not None:
+            sql = known.sql
+            orphans = _sides(known.kind, lambda: forget_orphans(sql, thread_id), transaction=True)
+            await tiers.durable.aon_tables(*orphans)
+        elif not await tiers.durable.alist(_thread(thread_id), limit=1):
+            await tiers.durable.adelete_thread(thread_id)
+        _forget(tiers, removal)
+    raise refusal
+
+
+def _forget(tiers: Tiers, removal: Removal) -> None:
+    """After a refusal: what the hot tier and the ledger hold of the refused run goes, and the tombstone says why
+    (this process's ``dropped_thread`` knows it now, if another process deleted the thread)."""
+    why = Deletion(removal.limit, removal.limit_value, removal.removed_at, True)
+    forget_deleted(tiers.shared, removal.thread_id, removal.checkpoint_id, why)
 
 
 class _Known(NamedTuple):
@@ -167,27 +204,14 @@ def run_starts(tiers: Tiers, config: RunnableConfig, thread_id: str, namespace: 
         deleted.run_started(thread_id)
 
 
-def _decide(
-    tiers: Tiers,
-    checkpoint_id: str,
-    remembered: Removal | None,
-    found: Removal | None,
-    holds: bool,
-    log: bool,
-) -> None:
-    removal = found or remembered
-    if holds or removal is None:
-        return
+def _lost(tiers: Tiers, removal: Removal, checkpoint_id: str, *, log: bool) -> InterruptLostError:
+    """The error of a refused resume, whose run is refused from now on (``DeletedThreads.refuse_run``); with
+    ``log``, logged as a warning too: under ``durability="async"`` a run can end with an error of its own (a node
+    that failed on the empty state first), and the refusal must still be seen. The refusal of the answer's write
+    logs it, that of the ``input`` checkpoint does not."""
     deleted = tiers.shared.deleted
     seconds_ago = max(0.0, deleted.wall_clock() - removal.removed_at)
-    deleted.refuse_run(removal.thread_id, checkpoint_id)  # the writes of the run LangGraph goes on with: refused
-    raise _lost(removal, checkpoint_id, seconds_ago, log=log)
-
-
-def _lost(removal: Removal, checkpoint_id: str, seconds_ago: float, *, log: bool) -> InterruptLostError:
-    """The error of a refused resume; with ``log``, logged as a warning too: under ``durability="async"`` a run
-    can end with an error of its own (a node that failed on the empty state first), and the refusal must still
-    be seen. The refusal of the answer's write logs it, that of the ``input`` checkpoint does not."""
+    deleted.refuse_run(removal.thread_id, checkpoint_id)  # the writes of the run LangGraph goes on with
     message = (
         f"cannot resume thread {removal.thread_id!r}: retention deleted it from the durable tier at "
         f"{_utc(removal.removed_at)}, {seconds_ago:.3g} s before this resume, while it waited at an interrupt: it "

@@ -45,6 +45,7 @@ __all__ = [
     "IdleDeletion",
     "Removal",
     "find_removal",
+    "forget_orphans",
     "forget_removal",
     "record_removal",
     "waiting",
@@ -196,6 +197,20 @@ def find_removal(sql: SqlDialect, thread_id: str, remembered: bool) -> Plan[tupl
 def forget_removal(sql: SqlDialect, thread_id: str) -> Plan[None]:
     """Delete the thread's row (a new run started it again: its own interrupts resume as any thread's)."""
     yield sql.params(f"DELETE FROM {REMOVED_TABLE} WHERE thread_id = ?"), (thread_id,)
+
+
+def forget_orphans(sql: SqlDialect, thread_id: str) -> Plan[None]:
+    """Delete the thread's pending writes (and, PostgreSQL, values) if it holds no checkpoint: what a refused
+    resume's run wrote before its refusal (in one transaction: a new run's first checkpoint keeps them)."""
+    tables = [sql.writes_table, "checkpoint_blobs"] if isinstance(sql, PostgresDialect) else [sql.writes_table]
+    for table in tables:
+        yield (
+            sql.params(
+                f"DELETE FROM {table} WHERE thread_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM checkpoints WHERE thread_id = ?)"
+            ),
+            (thread_id, thread_id),
+        )
 
 
 # --- any other saver: through its API ----------------------------------------------------------------------------
