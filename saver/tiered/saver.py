@@ -427,7 +427,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """
         tiers = self._tiers
         thread_id, namespace, checkpoint_id = locate(config)
-        resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)  # after a refused resume
+        if tiers.shared.deleted.refused_runs:  # a resume was refused: is this the next run's first read?
+            resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = hot_reads.measured_newest(tiers, thread_id, namespace)
@@ -443,7 +444,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """Async ``get_tuple``: the durable tier's async side, large payloads decoded in a worker thread."""
         tiers = self._tiers
         thread_id, namespace, checkpoint_id = locate(config)
-        resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)  # after a refused resume
+        if tiers.shared.deleted.refused_runs:  # a resume was refused: is this the next run's first read?
+            resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = await hot_reads.ameasured_newest(tiers, thread_id, namespace)

@@ -354,6 +354,7 @@ def test_the_table_of_removals_keeps_one_ttl_of_them(backend: Backend) -> None:
     assert backend.removed() == ["second"]
     with pytest.raises(InterruptLostError):
         app.invoke(Command(resume="yes"), thread("second"))
+    assert saver.stats().rejections["interrupted_ttl_seconds"] >= 1  # counted where refused writes are
     # past the table's memory, a resume in another process starts afresh, as over the durable saver alone
     fresh = approval_graph(saver_of(backend, clock), {})
     assert "__interrupt__" in fresh.invoke(Command(resume="x"), thread("first"))
@@ -438,3 +439,33 @@ def test_bad_interrupted_ttl_values_are_refused_naming_the_field(settings: dict[
     with pytest.raises(ValueError, match=message):
         RetentionPolicy(**settings)
     assert RetentionPolicy(idle_ttl_seconds=DAY, interrupted_ttl_seconds=DAY).interrupted_ttl_seconds == DAY
+
+
+# --- the async durable savers: the same statements, on their own loop ------------------------------------------
+
+
+async def test_over_async_sqlite_saver_the_resume_is_refused_in_every_process(tmp_path: Path) -> None:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    backend = Backend("sqlite", path=tmp_path / "t.db")
+    clock = Clock()
+    async with aiosqlite.connect(backend.path) as first, aiosqlite.connect(backend.path) as second:
+        durable, other_durable = AsyncSqliteSaver(first), AsyncSqliteSaver(second)
+        await durable.setup()
+        saver = saver_of(backend, clock, durable=durable, idle_ttl_seconds=DAY, interrupted_ttl_seconds=WEEK)
+        app = approval_graph(saver, {})
+        await app.ainvoke({"messages": ["hi"]}, thread("waiting"))
+        mark = time.time()
+        clock.idle_since(mark, 2 * DAY)
+        assert (await saver.asweep()).pruned_threads == 1
+        clock.idle_since(mark, 8 * DAY)
+        assert (await saver.asweep()).deleted_threads == 1 and backend.removed() == ["waiting"]
+        for resumer in (saver, saver_of(backend, clock, durable=other_durable)):
+            with pytest.raises(InterruptLostError) as refused:
+                await approval_graph(resumer, {}).ainvoke(Command(resume="yes"), thread("waiting"))
+            assert_refused(refused.value, "waiting")
+            assert backend.rows("waiting") == 0
+        result = await approval_graph(saver, {}).ainvoke({"messages": ["anew"]}, thread("waiting"))
+        assert "__interrupt__" in result
+        await saver.aclose()

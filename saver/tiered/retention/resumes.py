@@ -49,7 +49,7 @@ from ...interrupts import ANSWER_CHANNELS, InterruptLostError, resumes_input, st
 from ..coordination import Deletion
 from ..durable_format import Kind, kind_of
 from ..removal import forget_deleted
-from ..state import Tiers, alive
+from ..state import Tiers, alive, count_rejection
 from .storage import Plan, SqlDialect, dialect_of, run_async, run_sync
 from .waiting import Removal, find_removal, forget_orphans, forget_removal
 
@@ -212,6 +212,7 @@ def _lost(tiers: Tiers, removal: Removal, checkpoint_id: str, *, log: bool) -> I
     deleted = tiers.shared.deleted
     seconds_ago = max(0.0, deleted.wall_clock() - removal.removed_at)
     deleted.refuse_run(removal.thread_id, checkpoint_id)  # the writes of the run LangGraph goes on with
+    count_rejection(tiers.shared, removal.limit)  # stats().rejections["interrupted_ttl_seconds"]
     message = (
         f"cannot resume thread {removal.thread_id!r}: retention deleted it from the durable tier at "
         f"{_utc(removal.removed_at)}, {seconds_ago:.3g} s before this resume, while it waited at an interrupt: it "
