@@ -7,7 +7,8 @@ A conversation waits for its human longer than ``idle_ttl_seconds`` with ``strat
   gives, draft not run again;
 * past ``interrupted_ttl_seconds`` a sweep deletes it (found again by a later pass of the same process), and
   its resume raises ``InterruptLostError`` naming the thread and the policy, stores nothing, in this process
-  and in another saver over the same database (no tombstone there: the row of ``bounded_retention_removed``),
+  and in another saver over the same database (no tombstone there: the row of ``bounded_retention_removed``;
+  another OS process too, and over ``AsyncSqliteSaver``),
   under ``durability="sync"`` and ``"async"``, through the sync and the async API, write-through and
   write-back; a new run on the thread then works, and so do its own interrupts;
 * under ``durability="exit"`` LangGraph shows the saver no resume: the run starts afresh (documented);
@@ -23,6 +24,8 @@ import asyncio
 import logging
 import math
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ from langgraph.checkpoint.bounded.tiered.retention.waiting import INTERRUPT_CHAN
 from tests.saver.test_interrupts_and_eviction import App
 from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
 from tests.support.graphs import approval_graph, nested_graph, thread, without_interrupt_ids
+from tests.support.paths import ROOT
 from tests.tiered.test_retention import SMALL, Clock, Foreign
 
 DAY = 86_400.0
@@ -469,3 +473,39 @@ async def test_over_async_sqlite_saver_the_resume_is_refused_in_every_process(tm
         result = await approval_graph(saver, {}).ainvoke({"messages": ["anew"]}, thread("waiting"))
         assert "__interrupt__" in result
         await saver.aclose()
+
+
+RESUMER = """
+import sys
+from langgraph.types import Command
+from langgraph.checkpoint.bounded import InterruptLostError, TieredSaver
+from tests.support.durable_savers import sqlite_durable
+from tests.support.graphs import approval_graph, thread
+
+app = approval_graph(TieredSaver(sqlite_durable(sys.argv[1])), {})
+try:
+    app.invoke(Command(resume="yes"), thread("waiting"), durability=sys.argv[2])
+except InterruptLostError as error:
+    print(type(error).__name__, error.limit, error.thread_id)
+"""
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+def test_a_resume_in_another_os_process_is_refused(tmp_path: Path, durability: str) -> None:
+    backend = Backend("sqlite", path=tmp_path / "t.db")
+    clock = Clock()
+    saver = saver_of(backend, clock, idle_ttl_seconds=DAY, interrupted_ttl_seconds=WEEK)
+    approval_graph(saver, {}).invoke({"messages": ["hi"]}, thread("waiting"), durability=durability)
+    clock.idle_since(time.time(), 8 * DAY)
+    assert saver.sweep().deleted_threads == 1
+    done = subprocess.run(
+        [sys.executable, "-c", RESUMER, str(backend.path), durability],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["InterruptLostError", "interrupted_ttl_seconds", "waiting"], done.stdout
+    assert "cannot resume thread 'waiting'" in done.stderr  # the warning, logged
+    assert backend.rows("waiting") == 0
