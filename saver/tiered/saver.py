@@ -376,9 +376,10 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         A thread started afresh since keeps the record of its previous life; a ``copy_thread`` into it ends
         it. Records are kept for the last ``max_dropped_thread_records`` threads.
 
-        Across processes it knows only this process's deletions. A resume of a thread retention deleted while
-        it waited is refused in every process over the same SQLite or PostgreSQL database all the same
-        (``InterruptLostError``, from the row retention wrote: ``RetentionPolicy.interrupted_ttl_seconds``).
+        Across processes it knows only this process's deletions, and the threads whose resume it refused. A
+        resume of a thread retention deleted while it waited is refused in every process over the same SQLite
+        or PostgreSQL database all the same (``InterruptLostError``, from the row retention wrote:
+        ``RetentionPolicy.interrupted_ttl_seconds``); after that refusal this process's record says so too.
 
         Runtime complexity: O(1).
         """

@@ -85,7 +85,7 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
 
     Runtime complexity: nothing for a thread the hot tier holds; else up to three indexed reads of the durable
     tier (SQL savers) or one ``list(limit=1)`` for a thread this process deleted (other savers); a refusal
-    adds one transaction (``_refuse``).
+    adds one transaction (``waiting.forget_orphans``), with the thread's gate held alone.
     """
     known = _known(tiers, thread_id)
     if known is None:
