@@ -6,7 +6,7 @@ answer as a pending write to ``__resume__``, and an ``input`` checkpoint with no
 parent holding the ``Command``, in either order. ``TieredSaver``'s ``put`` and
 ``put_writes`` ask here first, for those two writes alone (``resumes_lost``):
 
-* a thread the hot tier holds is not lost (no durable call);
+* a thread whose root checkpoint the hot tier holds is not lost (no durable call);
 * otherwise, the durable tier is asked (SQLite and PostgreSQL: one read of
   ``bounded_retention_removed``, and, when it has a row for the thread, whether
   the thread holds a checkpoint: ``waiting.find_removal``), and this process's
@@ -167,7 +167,8 @@ def _known(tiers: Tiers, thread_id: str) -> _Known | None:
     shared = tiers.shared
     store = shared.hot.store
     with store.exclusive():
-        if alive(store, thread_id):
+        # a checkpoint, not merely the thread: the writes of a refused run's first steps may be there already
+        if alive(store, thread_id) and store.newest_id(thread_id, "") is not None:
             return None
     record = shared.deleted.get(thread_id)
     remembered = None
