@@ -56,10 +56,13 @@ class InterruptLostError(ResumeRefusedError):
     Raised before anything is stored for the thread and before any other thread
     is evicted for it: the answer was not applied. A new run on the thread (with
     input, not a resume) starts it afresh; ``TieredSaver`` keeps interrupted
-    threads through eviction.
+    threads through eviction, and raises it for a thread its retention deleted
+    while it waited (``RetentionPolicy.interrupted_ttl_seconds``), in any process
+    over the same database.
 
     Attributes:
-        limit: The limit that dropped the thread (``max_threads``, ``idle_ttl_seconds``...).
+        limit: The limit that dropped the thread (``max_threads``, ``idle_ttl_seconds``,
+            ``interrupted_ttl_seconds``...).
         limit_value: That limit's value.
         thread_id: The thread.
         checkpoint_id: The empty checkpoint LangGraph resumed from.

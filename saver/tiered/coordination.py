@@ -36,17 +36,19 @@ import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
 __all__ = [
     "GATE_POLL_SECONDS",
     "MARK_STRIPES",
+    "DELETE_THREAD",
     "DeletedThread",
     "DeletedThreads",
+    "Deletion",
     "Flight",
     "Flights",
     "Joined",
@@ -98,11 +100,21 @@ class DeletedThread:
         thread_id: The thread.
         newest_checkpoint_id: The greatest checkpoint id it held when deleted, if any.
         deleted_at: ``time.monotonic()`` when it was deleted.
+        limit: What deleted it: ``"delete_thread"`` (a call, or ``prune(strategy="delete")``), or the retention
+            policy's field: ``"idle_ttl_seconds"``, ``"interrupted_ttl_seconds"`` (it waited at an interrupt).
+        limit_value: That field's value (0 for ``delete_thread``).
+        deleted_at_wall: When it was deleted, in seconds since the epoch (the saver's ``wall_clock``).
+        waiting: It waited at an interrupt when retention deleted it: a resume of it is refused
+            (``retention.resumes``).
     """
 
     thread_id: str
     newest_checkpoint_id: str | None
     deleted_at: float
+    limit: str = "delete_thread"
+    limit_value: float = 0.0
+    deleted_at_wall: float = 0.0
+    waiting: bool = False
 
     def continued_by(self, checkpoint_id: str | None) -> bool:
         """Whether a write naming ``checkpoint_id`` continues the deleted thread (ids are time-ordered).
@@ -116,53 +128,122 @@ class DeletedThread:
         )
 
 
-class DeletedThreads:
-    """The last ``capacity`` deleted threads, the oldest forgotten first.
+class Deletion(NamedTuple):
+    """Why a thread was deleted, as its tombstone keeps it (``DeletedThread``'s fields of the same names).
 
-    Invariant: at most ``capacity`` records, each under its thread id. Reads and
-    writes of ``records`` happen under ``lock``.
+    Attributes:
+        limit: ``"delete_thread"``, ``"idle_ttl_seconds"`` or ``"interrupted_ttl_seconds"``.
+        limit_value: That field's value (0 for ``delete_thread``).
+        at_wall: When, in seconds since the epoch (None: now, by the tombstones' ``wall_clock``).
+        waiting: The thread waited at an interrupt.
+    """
+
+    limit: str = "delete_thread"
+    limit_value: float = 0.0
+    at_wall: float | None = None
+    waiting: bool = False
+
+
+DELETE_THREAD = Deletion()
+"""The reason of a ``delete_thread`` (the default)."""
+
+
+class DeletedThreads:
+    """The last ``capacity`` deleted threads, the oldest forgotten first, and the runs of refused resumes.
+
+    Invariant: at most ``capacity`` records, each under its thread id, and at most
+    ``capacity`` refused runs. Writes of ``records`` and ``refused_runs`` happen
+    under ``lock``.
 
     Args:
         capacity: How many are remembered (``max_dropped_thread_records``).
+        wall_clock: Seconds since the epoch, for ``deleted_at_wall`` (``TieredSaver`` sets its own).
     """
 
-    def __init__(self, capacity: float) -> None:
+    def __init__(self, capacity: float, wall_clock: Callable[[], float] = time.time) -> None:
         self.capacity = capacity
+        self.wall_clock = wall_clock
         self.lock = threading.Lock()
         self.records: OrderedDict[str, DeletedThread] = OrderedDict()
+        self.refused_runs: OrderedDict[str, str] = OrderedDict()  # thread -> where a refused resume's run began
 
-    def remember(self, thread_id: str, newest_checkpoint_id: str | None) -> None:
-        """Remember a thread just deleted. A thread deleted again keeps refusing what its earlier lives held
-        (a retried deletion finds it empty, and must not replace its tombstone with one that refuses nothing).
+    def remember(self, thread_id: str, newest_checkpoint_id: str | None, why: Deletion = DELETE_THREAD) -> None:
+        """Remember a thread just deleted, and why. A thread deleted again keeps refusing what its earlier lives
+        held (a retried deletion finds it empty, and must not replace its tombstone with one that refuses
+        nothing), and keeps the reason of a deletion that found it waiting (a retry found nothing waiting).
 
         Runtime complexity: O(1) amortized.
         """
+        at_wall = self.wall_clock() if why.at_wall is None else why.at_wall
         with self.lock:
             earlier = self.records.pop(thread_id, None)
             held = [cid for cid in (earlier and earlier.newest_checkpoint_id, newest_checkpoint_id) if cid]
             newest_checkpoint_id = max(held, default=None)
-            self.records[thread_id] = DeletedThread(thread_id, newest_checkpoint_id, time.monotonic())
+            if (
+                earlier is not None
+                and earlier.waiting
+                and not why.waiting
+                and newest_checkpoint_id == (earlier.newest_checkpoint_id)
+            ):  # deleted again with nothing new in it: the waiting thread's deletion is what a resume meets
+                record = replace(earlier, deleted_at=time.monotonic())
+            else:
+                same = earlier is not None and (earlier.limit, earlier.deleted_at_wall) == (why.limit, at_wall)
+                deleted_at = earlier.deleted_at if same and earlier is not None else time.monotonic()
+                record = DeletedThread(
+                    thread_id, newest_checkpoint_id, deleted_at, why.limit, why.limit_value, at_wall, why.waiting
+                )
+            self.records[thread_id] = record
             while len(self.records) > self.capacity:
                 self.records.popitem(last=False)
+
+    def get(self, thread_id: str) -> DeletedThread | None:
+        """The tombstone of a thread, or None. Runtime complexity: O(1)."""
+        with self.lock:
+            return self.records.get(thread_id)
 
     def forget(self, thread_id: str) -> None:
         """Forget a thread's tombstone (it was written on purpose again: a copy into it). Runtime complexity: O(1)."""
         with self.lock:
             self.records.pop(thread_id, None)
+            self.refused_runs.pop(thread_id, None)
+
+    def refuse_run(self, thread_id: str, checkpoint_id: str) -> None:
+        """A resume of the deleted thread, started afresh by LangGraph at ``checkpoint_id``, was refused: the rest of
+        its run (under ``durability="async"`` LangGraph runs on, and sends the writes of its steps, whose
+        checkpoints it never sends) is refused too, until a run of the thread starts (``run_started``).
+
+        Runtime complexity: O(1) amortized.
+        """
+        with self.lock:
+            earlier = self.refused_runs.pop(thread_id, None)
+            self.refused_runs[thread_id] = checkpoint_id if earlier is None else min(earlier, checkpoint_id)
+            while len(self.refused_runs) > self.capacity:
+                self.refused_runs.popitem(last=False)
+
+    def run_started(self, thread_id: str) -> None:
+        """A run of the thread read its latest checkpoint: its writes are its own, not a refused resume's (a run
+        reads before it writes). Runtime complexity: O(1)."""
+        with self.lock:
+            self.refused_runs.pop(thread_id, None)
 
     def refuse(self, thread_id: str, continues: str | None) -> None:
-        """Refuse a write that continues a deleted thread's checkpoint ``continues``.
+        """Refuse a write that continues a deleted thread's checkpoint ``continues``, or the run of a refused
+        resume (``refuse_run``).
 
         Raises:
             ThreadDeletedError: The write continues what was deleted.
 
         Runtime complexity: O(1); nothing at all while no thread was deleted.
         """
-        if not self.records:
+        if not self.records and not self.refused_runs:
             return
         record = self.records.get(thread_id)
         if record is not None and record.continued_by(continues):
             raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
+        start = self.refused_runs.get(thread_id)
+        if start is not None and continues is not None and continues >= start:
+            seconds = 0.0 if record is None else time.monotonic() - record.deleted_at
+            raise ThreadDeletedError(thread_id, continues, seconds)
 
     def covers(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
         """Whether every one of ``checkpoint_ids`` belongs to a deleted life of the thread (a rewrite that read

@@ -7,8 +7,8 @@ touched, which are read again on their next use:
 
 * ``delete_thread`` holds the thread's gate alone (writes and flushes under way
   finish first), deletes it, drops its hot copy and unflushed writes, and
-  remembers it (``coordination.DeletedThreads``) so that no late write, pending
-  flush or read-through brings it back;
+  remembers it, and why (``coordination.DeletedThreads``: ``dropped_thread``),
+  so that no late write, pending flush or read-through brings it back;
 * ``delete_for_runs``, ``copy_thread`` and ``keep_latest`` flush the unflushed
   writes they concern first, then the threads they changed leave memory
   (a thread with unflushed writes keeps its copy: it is newer). Where the
@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from ..engine import Store
 from ..locations import configurable, normalize_id, normalize_ids
+from .coordination import DELETE_THREAD, Deletion
 from .durable import location_of
 from .flushing import flush_all, flush_thread
 from .state import Shared, Tiers
@@ -189,9 +190,10 @@ def _newest_id(newest: list[CheckpointTuple]) -> str | None:
     return str(configurable(newest[0].config)["checkpoint_id"]) if newest else None
 
 
-def forget_deleted(shared: Shared, thread_id: str, newest_id: str | None) -> None:
+def forget_deleted(shared: Shared, thread_id: str, newest_id: str | None, why: Deletion = DELETE_THREAD) -> None:
     """After the durable deletion of a thread whose newest checkpoint was ``newest_id``: the hot copy, the
-    unflushed writes and what we knew go; a tombstone stays, refusing late writes that continue it.
+    unflushed writes and what we knew go; a tombstone stays, refusing late writes that continue it, and saying
+    ``why`` (``TieredSaver.dropped_thread``; a resume of a thread retention deleted while it waited is refused).
 
     Runtime complexity: O(size of the thread's hot copy and of its unflushed writes).
     """
@@ -205,7 +207,7 @@ def forget_deleted(shared: Shared, thread_id: str, newest_id: str | None) -> Non
         shared.residency.known_empty(thread_id)
     shared.known_newest.forget(thread_id)
     candidates = [cid for cid in (newest_id, dirty_newest, hot_newest) if cid is not None]
-    shared.deleted.remember(thread_id, max(candidates, default=None))
+    shared.deleted.remember(thread_id, max(candidates, default=None), why)
     shared.unstorable.forget(thread_id)  # deleted: the tombstone refuses what continues its old lives
 
 

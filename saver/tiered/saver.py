@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -22,8 +23,8 @@ from langgraph.checkpoint.base import (
 from .. import codec
 from ..background import Periodic, Resumable
 from ..config import InMemoryCheckpointConfig
-from ..engine import Blob, BlobKey, CheckpointRecord, Store
-from ..locations import channel_names, locate, normalize_ids, root_checkpoint_of
+from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, Store
+from ..locations import channel_names, locate, normalize_id, normalize_ids, root_checkpoint_of
 from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
 from . import flushing, hot_reads, hot_writes, read_through, removal
@@ -32,7 +33,7 @@ from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
 from .durable_format import kind_of
 from .pools import in_jobs_pool
-from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, run_pass
+from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, resumes, run_pass
 from .settings import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
@@ -183,6 +184,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         hook = shared.on_hot_drop if write == "back" else None
         hot_config = replace(config, on_evict=hook, max_dropped_thread_records=1)
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
+        shared.deleted.wall_clock = wall_clock  # a tombstone's time, as retention's deletions read it
         self._shared = shared
         self._tiers = Tiers(shared, DurableTier(durable, shared.health, landings=shared.landings), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
@@ -363,6 +365,36 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         with self._shared.hot.store.exclusive():
             self._shared.early.check()
 
+    def dropped_thread(self, thread_id: str | int | uuid.UUID) -> DroppedThread | None:
+        """Why, when and by what a thread was deleted from both tiers in this process, or None if it was not.
+
+        Answers as ``BoundedInMemorySaver.dropped_thread``, for the deletions that lose a thread here (a thread
+        leaving the hot tier is still durable: not a drop): ``limit`` is ``"delete_thread"`` (a call, or
+        ``prune(strategy="delete")``; ``limit_value`` 0), or the retention policy's field that deleted it,
+        ``"idle_ttl_seconds"`` or ``"interrupted_ttl_seconds"`` (it waited at an interrupt), with its value;
+        ``dropped_at_wall`` is when (by ``wall_clock``), ``newest_checkpoint_id`` the newest checkpoint it held.
+        A thread started afresh since keeps the record of its previous life; a ``copy_thread`` into it ends
+        it. Records are kept for the last ``max_dropped_thread_records`` threads.
+
+        Across processes it knows only this process's deletions, and the threads whose resume it refused. A
+        resume of a thread retention deleted while it waited is refused in every process over the same SQLite
+        or PostgreSQL database all the same (``InterruptLostError``, from the row retention wrote:
+        ``RetentionPolicy.interrupted_ttl_seconds``); after that refusal this process's record says so too.
+
+        Runtime complexity: O(1).
+        """
+        record = self._shared.deleted.get(normalize_id("thread_id", thread_id))
+        if record is None:
+            return None
+        return DroppedThread(
+            record.thread_id,
+            record.limit,
+            record.limit_value,
+            record.deleted_at,
+            record.newest_checkpoint_id,
+            record.deleted_at_wall,
+        )
+
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> TieredSaver:
         """A shallow copy with a derived msgpack allowlist, for this saver and its durable saver; the copy
         shares every piece of state, and keeps this saver alive (the periodic flush stops once the saver
@@ -400,6 +432,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """
         tiers = self._tiers
         thread_id, namespace, checkpoint_id = locate(config)
+        if tiers.shared.deleted.refused_runs:  # a resume was refused: is this the next run's first read?
+            resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = hot_reads.measured_newest(tiers, thread_id, namespace)
@@ -415,6 +449,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """Async ``get_tuple``: the durable tier's async side, large payloads decoded in a worker thread."""
         tiers = self._tiers
         thread_id, namespace, checkpoint_id = locate(config)
+        if tiers.shared.deleted.refused_runs:  # a resume was refused: is this the next run's first read?
+            resumes.run_starts(tiers, config, thread_id, namespace, checkpoint_id)
         newest = None
         if checkpoint_id is None and tiers.shared.coherence == "validate":
             newest = await hot_reads.ameasured_newest(tiers, thread_id, namespace)
@@ -566,6 +602,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiers = self._tiers
         shared = tiers.shared
         thread_id, namespace, parent_id = locate(config)
+        if resumes.starts_afresh(parent_id, checkpoint, metadata):  # a resume LangGraph started afresh
+            resumes.resumes_lost(tiers, thread_id, str(checkpoint.get("id", "")), log=False)
         stored_metadata = tiers.durable.format.normalize_metadata(config, metadata)  # as the durable tier reads it
         record, blobs = codec.encode_checkpoint(
             self.serde, config, checkpoint, stored_metadata, new_versions, parent_id
@@ -602,6 +640,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         tiers = self._tiers
         shared = tiers.shared
         thread_id, namespace, parent_id = locate(config)
+        if resumes.starts_afresh(parent_id, checkpoint, metadata):  # a resume LangGraph started afresh
+            await resumes.aresumes_lost(tiers, thread_id, str(checkpoint.get("id", "")), log=False)
         values = checkpoint.get("channel_values", {}) if isinstance(checkpoint, Mapping) else {}
 
         def encode() -> tuple[CheckpointRecord, dict[BlobKey, Blob]]:
@@ -655,6 +695,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         shared = tiers.shared
         thread_id, namespace, checkpoint_id = hot_writes.writes_location(config)
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
+        if resumes.answers(records):  # an interrupt's answer: refused if retention deleted what it answers
+            resumes.resumes_lost(tiers, thread_id, checkpoint_id, log=True)
         root = root_checkpoint_of(config) if namespace else None
         batch = hot_writes.batch_bytes(records)
         if shared.write == "back" and flushing.dirty_room(tiers, thread_id, batch):
@@ -689,6 +731,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             records = await in_jobs_pool(lambda: codec.encode_writes(self.serde, writes, task_id, task_path))
         else:
             records = codec.encode_writes(self.serde, writes, task_id, task_path)
+        if resumes.answers(records):  # an interrupt's answer: refused if retention deleted what it answers
+            await resumes.aresumes_lost(tiers, thread_id, checkpoint_id, log=True)
         root = root_checkpoint_of(config) if namespace else None
         batch = hot_writes.batch_bytes(records)
         if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, batch):

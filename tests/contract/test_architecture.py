@@ -67,8 +67,8 @@ TIERED_LAYERS = [
 RETENTION_LAYERS = [
     {"__init__"},
     {"sweep"},  # passes: finding due threads, a bounded number a pass
-    {"threads"},  # one thread's removal in both tiers
-    {"plan"},  # what a prune removes, from ids alone
+    {"threads", "resumes"},  # one thread's removal in both tiers; a resume of a thread it deleted, refused
+    {"plan", "waiting"},  # what a prune removes, from ids alone; threads waiting at an interrupt
     {"storage", "policy"},  # the SQL, run in one transaction; the policy
     {"ids"},  # the time inside a checkpoint id
 ]

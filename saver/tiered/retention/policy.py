@@ -12,7 +12,13 @@ background (``retention.sweep``):
 * ``keep_last``: every namespace keeps its newest ``keep_last`` checkpoints;
 * either way, every checkpoint a kept one needs survives: the ancestors that
   rebuild its ``DeltaChannel`` values, and its pending writes, so an
-  interrupted run resumes and completed tasks do not run again.
+  interrupted run resumes and completed tasks do not run again;
+* a thread waiting at an ``interrupt()`` (its newest root checkpoint holds an
+  ``__interrupt__`` write) is never deleted by the idle TTL alone: under
+  ``strategy="delete"`` it is pruned as ``"keep_latest"`` prunes, so it stays
+  resumable, until ``interrupted_ttl_seconds`` (None: never) passes too; then it
+  is deleted, and a resume of it raises ``InterruptLostError`` in every
+  process over the same database (``retention.waiting``).
 
 The Agent Server's ``langgraph.json`` says the same in minutes
 (``"checkpointer": {"ttl": {"strategy": "delete", "default_ttl": 43200,
@@ -45,7 +51,17 @@ class RetentionPolicy:
     Attributes:
         idle_ttl_seconds: A thread with no write for longer than this is swept (None: never).
         strategy: What sweeping an idle thread does: ``"delete"`` it from both tiers, or ``"keep_latest"``:
-            keep each namespace's newest checkpoint, its pending writes and the ancestors it needs.
+            keep each namespace's newest checkpoint, its pending writes and the ancestors it needs. A thread
+            waiting at an ``interrupt()`` is never deleted for idleness alone: ``"delete"`` prunes it as
+            ``"keep_latest"`` does (its resume works), until ``interrupted_ttl_seconds`` passes too.
+        interrupted_ttl_seconds: ``strategy="delete"``: a thread waiting at an ``interrupt()`` (its newest root
+            checkpoint holds an ``__interrupt__`` write) with no write for longer than this is deleted too
+            (None, the default: a waiting thread is never deleted, only pruned). At least ``idle_ttl_seconds``.
+            A resume of a thread it deleted raises ``InterruptLostError`` naming this field, in this process
+            and in any other over the same SQLite or PostgreSQL database (a row of the table
+            ``bounded_retention_removed``, kept for ``interrupted_ttl_seconds`` after the deletion); the
+            answer is not applied and nothing is stored. A new run on the thread (input, not a resume) starts
+            it afresh. ``strategy="keep_latest"`` and ``keep_last`` keep a waiting thread resumable anyway.
         keep_last: Every namespace keeps its newest ``keep_last`` checkpoints, their pending writes and the
             ancestors they need (None: no count).
         sweep_interval_seconds: Seconds between background sweeps (``math.inf``: only ``sweep()``).
@@ -70,6 +86,7 @@ class RetentionPolicy:
     keep_last: int | None = None
     sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
     max_threads_per_sweep: int = 10_000
+    interrupted_ttl_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.idle_ttl_seconds is not None:
@@ -80,6 +97,19 @@ class RetentionPolicy:
             _whole("keep_last", self.keep_last)
         _positive("sweep_interval_seconds", self.sweep_interval_seconds, allow_inf=True)
         _whole("max_threads_per_sweep", self.max_threads_per_sweep)
+        if self.interrupted_ttl_seconds is not None:
+            _positive("interrupted_ttl_seconds", self.interrupted_ttl_seconds, allow_inf=False)
+            if self.idle_ttl_seconds is None or self.strategy != "delete":
+                raise ValueError(
+                    "interrupted_ttl_seconds needs idle_ttl_seconds and strategy='delete' (it is how long a thread "
+                    "waiting at an interrupt may stay idle before that deletion takes it too), got "
+                    f"idle_ttl_seconds={self.idle_ttl_seconds!r:.40}, strategy={self.strategy!r:.40}"
+                )
+            if self.interrupted_ttl_seconds < self.idle_ttl_seconds:
+                raise ValueError(
+                    f"interrupted_ttl_seconds must be at least idle_ttl_seconds ({self.idle_ttl_seconds:,}), got "
+                    f"{self.interrupted_ttl_seconds!r:.40}"
+                )
 
     @property
     def keeps_checkpoints(self) -> bool:

@@ -13,7 +13,9 @@ Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
 at a time:
 
 * idle: the threads with a checkpoint in ``[start, cutoff)`` and none after,
-  where ``cutoff`` is the id of ``now - idle_ttl_seconds``;
+  where ``cutoff`` is the id of ``now - idle_ttl_seconds`` (and again, the
+  ``waiting`` window, at ``now - interrupted_ttl_seconds``: the threads the
+  idle TTL kept because they waited at an interrupt are due once more then);
 * long: the threads with a namespace written in ``[start, upto)`` holding more
   than ``keep_last`` checkpoints, where ``upto`` is the id of ``now``, or
   above the newest id this process put if the clock is behind it.
@@ -60,12 +62,15 @@ from .ids import checkpoint_id_at, id_after, time_of
 from .policy import RetentionPolicy
 from .storage import INDEX, Plan, dialect_of, run_async, run_sync
 from .threads import remove_from_thread
+from .waiting import IdleDeletion
 
 __all__ = ["DISCOVERY_OVERLAP_SECONDS", "DISCOVERY_PAGE", "Due", "Sweeper", "Window", "run_pass"]
 
 logger = logging.getLogger("langgraph.checkpoint.bounded.tiered")
 
 Due = Literal["idle", "long"]
+Search = Literal["idle", "waiting", "long"]
+"""The windows a pass reads: ``waiting`` is the idle search again at ``interrupted_ttl_seconds``' cutoff."""
 
 DISCOVERY_PAGE = 1_000
 """Threads found due per query of the durable tier, at most."""
@@ -156,6 +161,7 @@ class Sweeper:
         self.idle = Window()
         self.long = Window()
         self.newest_put = ""  # the greatest checkpoint id this process has put: the long window reaches it
+        self.waiting = Window()  # idle past interrupted_ttl_seconds: the waiting threads the idle TTL kept
         self.due: dict[str, Due] = {}
         self.indexed = False
         self.running = threading.Lock()
@@ -169,6 +175,7 @@ class Sweeper:
     def check(self) -> None:
         """Assert the windows' invariants (for tests)."""
         self.idle.check()
+        self.waiting.check()
         self.long.check()
 
 
@@ -217,7 +224,8 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
     policy = sweeper.policy
     now = sweeper.wall_clock()
     cutoff = checkpoint_id_at(now - policy.idle_ttl_seconds) if policy.idle_ttl_seconds is not None else None
-    uptos = _bounds(tiers.shared, sweeper, now, cutoff)
+    idle = IdleDeletion.of(policy, now)  # what an idle deletion does with a thread waiting at an interrupt
+    uptos = _bounds(tiers.shared, sweeper, now, cutoff, idle.interrupted_before if idle else None)
     if sweeper.sql is not None and not sweeper.indexed:
         _create_index(tiers, sweeper)
     left: dict[str, Due] = {}  # in use or failed: for the next pass, after the threads found before them
@@ -237,7 +245,7 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
                 continue
             thread_id, due = next(iter(sweeper.due.items()))
             del sweeper.due[thread_id]
-            settled = _settle(tiers, sweeper, tally, thread_id, due, cutoff)
+            settled = _settle(tiers, sweeper, tally, thread_id, due, cutoff, idle)
             if settled != IN_USE:
                 taken += 1
                 # Yield the interpreter: a write waiting for the durable connection or the hot store's lock,
@@ -253,7 +261,15 @@ def _sweep(tiers: Tiers, sweeper: Sweeper, tally: _Tally, budget: float) -> None
 SETTLED, IN_USE, FAILED = "settled", "in use", "failed"
 
 
-def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: Due, cutoff: str | None) -> str:
+def _settle(
+    tiers: Tiers,
+    sweeper: Sweeper,
+    tally: _Tally,
+    thread_id: str,
+    due: Due,
+    cutoff: str | None,
+    idle: IdleDeletion | None,
+) -> str:
     """Remove from one due thread; return ``SETTLED``, or ``IN_USE`` or ``FAILED`` (due again next pass)."""
     policy = sweeper.policy
     if due == "idle" and cutoff is not None:
@@ -273,6 +289,7 @@ def _settle(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, due: 
             keep_last=keep_last,
             idle_before=idle_before,
             in_use_seconds=seconds,
+            idle=idle if due == "idle" else None,
         )
     except Exception as error:
         tally.failures += 1
@@ -313,7 +330,9 @@ def _create_index(tiers: Tiers, sweeper: Sweeper) -> None:
     sweeper.indexed = True
 
 
-def _bounds(shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None) -> dict[Due, str]:
+def _bounds(
+    shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None, waiting_cutoff: str | None
+) -> dict[Search, str]:
     """Where each window may end this pass, after moving each back to the rows this process put below it.
 
     * A put this process began since the last pass (``landing.Landings``), or an unflushed one (write-back's
@@ -334,18 +353,19 @@ def _bounds(shared: Shared, sweeper: Sweeper, now: float, cutoff: str | None) ->
         sweeper.newest_put = landed.highest
     clock = checkpoint_id_at(now)
     newest = id_after(sweeper.newest_put) if sweeper.newest_put else None
-    candidates: dict[Due, tuple[Window, str]] = {"long": (sweeper.long, max(clock, newest or ""))}
+    # each search: its window, where it may end, and the id of "now" on its own clock (a step back shows there)
+    candidates: dict[Search, tuple[Window, str, str]] = {"long": (sweeper.long, max(clock, newest or ""), clock)}
     if cutoff is not None:
-        candidates["idle"] = (sweeper.idle, cutoff)
-    uptos: dict[Due, str] = {}
-    for due, (window, upto) in candidates.items():
+        candidates["idle"] = (sweeper.idle, cutoff, cutoff)
+    if waiting_cutoff is not None:
+        candidates["waiting"] = (sweeper.waiting, waiting_cutoff, waiting_cutoff)
+    uptos: dict[Search, str] = {}
+    for search, (window, upto, now_id) in candidates.items():
         if at_risk is not None:
             window.rewind(at_risk)
-        now_id = cutoff if due == "idle" else clock
-        assert now_id is not None
         if now_id < window.since:  # the wall clock went back: read what is written with it as it is
             window.rewind(_overlap(now_id))
-        uptos[due] = upto if held is None else min(upto, held)
+        uptos[search] = upto if held is None else min(upto, held)
     return uptos
 
 
@@ -356,13 +376,14 @@ def _overlap(since: str) -> str:
     return since if seconds is None else checkpoint_id_at(seconds - DISCOVERY_OVERLAP_SECONDS)
 
 
-def _find_in_tables(tiers: Tiers, sweeper: Sweeper, uptos: dict[Due, str], limit: int) -> bool:
+def _find_in_tables(tiers: Tiers, sweeper: Sweeper, uptos: dict[Search, str], limit: int) -> bool:
     """Read the next page of due threads into ``sweeper.due``; return whether any was found."""
     sql, kind, policy = sweeper.sql, sweeper.kind, sweeper.policy
     assert sql is not None
     searches: list[tuple[Window, Due, str, Callable[[Window], tuple[object, ...]]]] = []
-    if "idle" in uptos:
-        searches.append((sweeper.idle, "idle", uptos["idle"], lambda w: (w.start, w.upto, w.after, w.upto, limit)))
+    for search, window in (("idle", sweeper.idle), ("waiting", sweeper.waiting)):
+        if search in uptos:  # the waiting search is the idle one again, at interrupted_ttl_seconds' cutoff
+            searches.append((window, "idle", uptos[search], lambda w: (w.start, w.upto, w.after, w.upto, limit)))
     if policy.keep_last is not None:
         keep_last = policy.keep_last
         searches.append((sweeper.long, "long", uptos["long"], lambda w: (w.start, w.upto, w.after, keep_last, limit)))
