@@ -55,7 +55,7 @@ class Shared:
         self.max_dirty_seconds = settings.max_dirty_seconds
         self.clock = clock  # monotonic seconds: the hot tier's expiry and the age of unflushed writes
         self.first_write_wins = False  # the durable saver keeps a mixed batch's first write of a key (SQL savers)
-        self.age_retry_at = 0.0  # the monotonic time before which the age of unflushed writes presses no write
+        self.age_retry_at = 0.0  # a write found the durable tier down: until then no write tries it (flushing)
         self.unstorable = UnstorableThreads(capacity)
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
