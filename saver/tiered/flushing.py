@@ -41,6 +41,8 @@ import time
 import weakref
 from typing import NamedTuple
 
+from langchain_core.runnables import RunnableConfig
+
 from .. import announcing
 from ..engine import CheckpointCapacityError
 from .durable import DurableClosedError
@@ -361,20 +363,28 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
         return 0
     start = time.perf_counter()
     flushed = 0
+    gone: tuple[str, str] | None = None
     try:
         with shared.gates.sharing(thread_id):
             items = shared.dirty.claim(thread_id)
             try:
-                for item in items:
-                    began = shared.clock()
-                    _store(tiers, replay(item, thread_id, tiers.serde))
-                    shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                    flushed += 1
+                parent = _parent_to_check(shared, thread_id, items)
+                if parent is not None and _parent_gone(shared, tiers.durable.get_tuple(_located(thread_id, parent))):
+                    gone = parent
+                else:
+                    for item in items:
+                        began = shared.clock()
+                        _store(tiers, replay(item, thread_id, tiers.serde))
+                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+                        flushed += 1
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
         raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    if gone is not None:
+        raise _orphaned(tiers, thread_id, gone)
     _flushed(shared, thread_id, refusal, flushed, start)
+    _note_heads(shared, thread_id, items)
     return flushed
 
 
@@ -390,25 +400,131 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     start = time.perf_counter()
     flushed = 0
     offload = tiers.config.async_offload_bytes
+    gone: tuple[str, str] | None = None
     try:
         async with shared.gates.asharing(thread_id):
             items = await shared.dirty.aclaim(thread_id)
             try:
-                for item in items:
-                    began = shared.clock()
-                    if _item_bytes(item) > offload:
-                        replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
-                    else:
-                        replayed = replay(item, thread_id, tiers.serde)
-                    await _astore(tiers, replayed)
-                    shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                    flushed += 1
+                parent = _parent_to_check(shared, thread_id, items)
+                if parent is not None and _parent_gone(
+                    shared, await tiers.durable.aget_tuple(_located(thread_id, parent))
+                ):
+                    gone = parent
+                else:
+                    for item in items:
+                        began = shared.clock()
+                        if _item_bytes(item) > offload:
+                            replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
+                        else:
+                            replayed = replay(item, thread_id, tiers.serde)
+                        await _astore(tiers, replayed)
+                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+                        flushed += 1
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
         raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    if gone is not None:
+        raise _orphaned(tiers, thread_id, gone)
     _flushed(shared, thread_id, refusal, flushed, start)
+    _note_heads(shared, thread_id, items)
     return flushed
+
+
+# --- a late flush under a deleted parent ------------------------------------------------------------------------
+
+FLUSHED_HEADS_BOUND = 100_000
+"""How many (thread, namespace) pairs ``Shared.flushed_heads`` remembers, the least recently flushed forgotten."""
+
+
+def _parent_to_check(shared: Shared, thread_id: str, items: list[DirtyItem]) -> tuple[str, str] | None:
+    """The ``(namespace, checkpoint_id)`` whose presence in the durable tier a flush of ``items`` checks first:
+    the parent of the first checkpoint whose parent is not among them. None when there is none, or when it is
+    the newest checkpoint this process flushed of that namespace and no process with this saver's retention
+    policy can have removed it yet (``Shared.young``): then no read is made.
+
+    Another process may delete the thread (retention's idle deletion, ``delete_thread``) while this one holds
+    acknowledged writes that continue it; its in-transaction re-check cannot see them. Written, they would land
+    as the children of a deleted parent. Runtime complexity: O(items), no I/O.
+    """
+    inside: set[tuple[str, str]] = set()
+    for item in items:
+        if not isinstance(item, DirtyCheckpoint):
+            continue
+        parent_id = item.record.parent_id
+        if parent_id is not None and (item.namespace, parent_id) not in inside:
+            young = shared.young
+            if young is not None:
+                with shared.dirty.lock:
+                    head = shared.flushed_heads.get((thread_id, item.namespace))
+                if head == parent_id and young(parent_id):
+                    return None
+            return item.namespace, parent_id
+        inside.add((item.namespace, item.checkpoint_id))
+    return None
+
+
+def _located(thread_id: str, parent: tuple[str, str]) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": parent[0], "checkpoint_id": parent[1]}}
+
+
+def _parent_gone(shared: Shared, found: object) -> bool:
+    """Count a parent check; whether the parent is gone. Runtime complexity: O(1)."""
+    with shared.hot.store.exclusive():
+        shared.counters.parent_checks += 1
+    return found is None
+
+
+def _note_heads(shared: Shared, thread_id: str, items: list[DirtyItem]) -> None:
+    """Remember the newest checkpoint of each namespace a flush wrote. Runtime complexity: O(items)."""
+    heads = {item.namespace: item.checkpoint_id for item in items if isinstance(item, DirtyCheckpoint)}
+    if not heads:
+        return
+    remembered = shared.flushed_heads
+    with shared.dirty.lock:
+        for namespace, checkpoint_id in heads.items():
+            key = (thread_id, namespace)
+            remembered.pop(key, None)
+            remembered[key] = checkpoint_id
+        while len(remembered) > FLUSHED_HEADS_BOUND:
+            remembered.popitem(last=False)
+
+
+def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exception:
+    """A flush found its first checkpoint's parent gone from the durable tier (another process deleted the
+    thread): nothing of it is written; the thread's unflushed writes are dropped (counted, logged), its hot copy
+    leaves memory, and writes continuing them are refused (``UnstorableWriteError`` naming the deletion).
+
+    Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
+    """
+    shared = tiers.shared
+    store = shared.hot.store
+    with store.exclusive():
+        dropped = shared.dirty.take(thread_id)
+        shared.marks.move(thread_id)
+        shared.residency.forget(thread_id)
+        store.delete_thread(thread_id)
+        shared.counters.unstorable_threads += 1
+        shared.counters.unstorable_writes += len(dropped)
+        shared.counters.rejections["deleted_parent"] += 1
+    with shared.dirty.lock:
+        for key in [key for key in shared.flushed_heads if key[0] == thread_id]:
+            del shared.flushed_heads[key]
+    first = min((item.checkpoint_id for item in dropped), default="")
+    reason = (
+        f"its checkpoint {parent[1]!r} (namespace {parent[0]!r}) is gone from the durable tier: another process "
+        f"deleted the thread (retention or delete_thread) while these writes waited to be flushed"
+    )
+    lost = shared.unstorable.remember(thread_id, first, reason)
+    logger.error(
+        "thread %r: a late flush under a deleted parent was refused: %s; its %d unflushed writes from checkpoint %r "
+        "on were dropped, and writes continuing them are refused",
+        thread_id,
+        reason,
+        len(dropped),
+        first,
+    )
+    return lost.refusal(first)
 
 
 def _store(tiers: Tiers, replayed: Replay) -> None:

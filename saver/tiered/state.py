@@ -15,6 +15,7 @@ the hot store for those paths, with its lock held.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -60,6 +61,11 @@ class Shared:
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
         self.dirty = DirtyLedger()
+        # Write-back's check of a late flush's parent (flushing): the newest checkpoint each (thread, namespace)
+        # flushed last (guarded by dirty.lock, bounded), and whether a checkpoint id is young enough that no
+        # process with this saver's retention policy removes it as idle (None: no policy, always check).
+        self.flushed_heads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.young: Callable[[str], bool] | None = None
         self.marks = WriteMarks()
         self.gates = ThreadGates()
         self.flights: Flights[Any] = Flights()

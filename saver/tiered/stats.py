@@ -292,4 +292,5 @@ class Counters:
     validation_seconds: float = 0.0
     unstorable_threads: int = 0
     unstorable_writes: int = 0
+    parent_checks: int = 0  # durable reads of a late flush's parent (flushing)
     rejections: Counter[str] = field(default_factory=Counter)

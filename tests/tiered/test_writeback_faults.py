@@ -352,3 +352,126 @@ def test_unflushed_writes_lost_at_exit_end_the_process_with_an_error(db: Path, e
     assert done.returncode == flushing.LOST_AT_EXIT_STATUS, done.stderr
     assert "could not be flushed" in done.stderr and "'lost-thread' (2)" in done.stderr
     assert "closed database" in done.stderr and "status 70" in done.stderr
+
+
+# --- 36.4: a late flush under a deleted parent is refused --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    from tests.support.durable_savers import running_cluster, set_up
+
+    for running in running_cluster("the write-back fault tests over PostgreSQL"):
+        set_up(running.conninfo)
+        yield running
+
+
+def postgres_saver(conninfo: str) -> Any:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    return PostgresSaver(Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+
+
+class WallClock:
+    def __init__(self) -> None:
+        self.now = time_now()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
+
+
+def durable_for(backend: str, db: Path, request: pytest.FixtureRequest) -> Any:
+    if backend == "sqlite":
+        return sqlite_durable(db)
+    cluster = request.getfixturevalue("cluster")
+    durable = postgres_saver(cluster.conninfo)
+    with durable.conn.cursor() as cursor:
+        for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+            cursor.execute(f"DELETE FROM {table}")
+    return durable
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("deleter", ["delete_thread", "retention"])
+def test_a_late_flush_under_a_deleted_parent_is_refused(
+    db: Path, request: pytest.FixtureRequest, backend: str, use_async: bool, deleter: str
+) -> None:
+    """An older process holds acknowledged, unflushed writes continuing a thread; a newer one deletes the thread
+    (an idle deletion, or delete_thread): its in-transaction re-check cannot see the other's writes. The late
+    flush landed as the child of a deleted parent. Now it is refused: nothing of it is written, its writes are
+    dropped (counted, logged), and writes continuing them are refused naming the deletion."""
+    from langgraph.checkpoint.bounded import RetentionPolicy, UnstorableWriteError
+
+    wall = WallClock()
+    policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
+    older = TieredSaver(
+        durable_for(backend, db, request),
+        write="back",
+        flush_interval_seconds=math.inf,
+        retention=policy if deleter == "retention" else None,
+        wall_clock=wall,
+    )
+    parent = put_turn(older, "t", None, 0)
+    older.flush()  # the parent is durable
+    wall.now += 7_200  # the thread idles past the TTL, then the older process writes again, unflushed
+    child = put_turn(older, "t", parent, 1)
+    newer = TieredSaver(
+        durable_for(backend, db, request)
+        if backend == "sqlite"
+        else postgres_saver(request.getfixturevalue("cluster").conninfo),
+        retention=policy,
+        wall_clock=wall,
+    )
+    if deleter == "retention":
+        assert newer.sweep().deleted_threads == 1  # idle by what the durable tier holds
+    else:
+        newer.delete_thread("t")
+    assert newer.get_tuple(config("t")) is None
+    with pytest.raises(UnstorableWriteError, match="gone from the durable tier") as refused:
+        if use_async:
+            asyncio.run(older.aflush())
+        else:
+            older.flush()
+    assert refused.value.thread_id == "t"
+    assert newer.get_tuple(config("t")) is None  # nothing landed under the deleted parent
+    assert list(newer.durable.list(config("t"))) == []
+    stats = older.stats()
+    assert stats.rejections["deleted_parent"] == 1 and stats.unstorable_writes == 2 and stats.dirty_threads == 0
+    with pytest.raises(UnstorableWriteError, match="another process deleted the thread"):
+        put_turn(older, "t", child, 2)  # continues what was dropped
+    fresh = older.put(*turn_args("t", None, 0))  # a new run on the thread is not refused
+    older.flush()
+    assert (
+        newer.durable.get_tuple(config("t")).config["configurable"]["checkpoint_id"]
+        == fresh["configurable"]["checkpoint_id"]
+    )
+    older.check()
+
+
+def test_a_flush_continuing_its_own_last_flush_reads_no_parent(db: Path) -> None:
+    """The parent check costs one durable read; a flush whose first checkpoint continues the newest this
+    process flushed, young under the retention policy's idle TTL, makes none."""
+    from langgraph.checkpoint.bounded import RetentionPolicy
+
+    durable = ControlledSqlite(db)
+    policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
+    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf, retention=policy)
+    parent = put_turn(tiered, "t", None, 0)
+    tiered.flush()  # no parent: no check
+    for step in range(1, 4):
+        parent = put_turn(tiered, "t", parent, step)
+        tiered.flush()
+    assert tiered._shared.counters.parent_checks == 0 and durable.calls["get_tuple"] == 0
+    plain = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    put_turn(plain, "t", parent, 9)
+    plain.flush()  # another saver's parent, no policy: checked
+    assert plain._shared.counters.parent_checks == 1
