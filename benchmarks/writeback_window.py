@@ -2,7 +2,8 @@
 thread, and what a ``kill -9`` loses.
 
 Usage: ``python benchmarks/writeback_window.py [--seconds 6] [--threads 4] [--delay-ms 15] [--runs 3]``
-(about ``runs * (seconds + 2)`` seconds).
+(about ``runs * (seconds + 2)`` seconds); ``--parent-check TURNS [--postgres CONNINFO]`` measures instead what
+the check of a late flush's parent costs a flush (median ms of a one-turn flush, read or skipped).
 
 The durable tier is ``SqliteSaver`` on a file in a temporary folder whose every ``put`` and ``put_writes``
 first sleeps ``--delay-ms`` (a tier slower than the writes: four writers putting back to back outrun it).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -139,6 +141,48 @@ def one_run(seconds: float, threads: int, delay: float) -> dict[str, Any]:
     }
 
 
+def parent_check_cost(turns: int, conninfo: str | None) -> dict[str, float]:
+    """The late-flush parent check's cost: the median time of a flush of one turn (a checkpoint and a pending
+    write) continuing the thread, with the check (no retention policy: every such flush reads its parent) and
+    without (a policy with an idle TTL: the parent is this process's last flush, young, so it is not read)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from langgraph.checkpoint.bounded import RetentionPolicy, TieredSaver
+    from tests.support.helpers import config, make_checkpoint
+
+    def durable(folder: str) -> Any:
+        if conninfo is None:
+            saver = SqliteSaver(sqlite3.connect(Path(folder) / "d.sqlite", check_same_thread=False))
+        else:
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg import Connection
+            from psycopg.rows import dict_row
+
+            saver = PostgresSaver(
+                Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+            )
+        saver.setup()
+        return saver
+
+    medians: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for label, retention in (
+            ("checked", None),
+            ("skipped", RetentionPolicy(idle_ttl_seconds=86_400, sweep_interval_seconds=math.inf)),
+        ):
+            tiered = TieredSaver(durable(folder), write="back", flush_interval_seconds=math.inf, retention=retention)
+            parent, times = None, []
+            for step in range(turns):
+                stored = tiered.put(config(label, "", parent), make_checkpoint({"n": step}), {}, {"n": step + 1})
+                tiered.put_writes(stored, [("n", step)], "task")
+                parent = stored["configurable"]["checkpoint_id"]
+                began = time.perf_counter()
+                tiered.flush()
+                times.append(time.perf_counter() - began)
+            medians[label] = statistics.median(times[1:]) * 1000  # the first flush has no parent
+            medians[f"{label}_reads"] = tiered._shared.counters.parent_checks
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0)
@@ -146,8 +190,13 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=15.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--child", type=Path)
+    parser.add_argument("--parent-check", type=int, metavar="TURNS", help="measure the late-flush parent check")
+    parser.add_argument("--postgres", metavar="CONNINFO", help="with --parent-check: over PostgreSQL")
     arguments = parser.parse_args()
     delay = arguments.delay_ms / 1000
+    if arguments.parent_check:
+        print(json.dumps(parent_check_cost(arguments.parent_check, arguments.postgres)))
+        return
     if arguments.child is not None:
         child(arguments.child, arguments.threads, delay)
         return
