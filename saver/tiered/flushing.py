@@ -8,10 +8,18 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   (a deletion waits for it); ``flush_all`` does every dirty thread, the one
   dirty longest first, and one failing thread never stops the others';
 * ``dirty_room`` is the backpressure: a write that would pass
-  ``max_dirty_bytes``, or that finds a write older than ``max_dirty_seconds``
-  unflushed, flushes first. If the durable tier is down, a write that does not
-  fit in bytes is refused with a ``CheckpointCapacityError`` naming the durable
-  failure; age alone never refuses (the outage is what keeps the writes back);
+  ``max_dirty_bytes``, or that finds the oldest unflushed write (one in a flush
+  under way included) plus the backlog's flush time past ``max_dirty_seconds``,
+  waits: for the flush under way of the oldest write, or it flushes that thread
+  itself, the oldest write first across threads. Once the durable tier is known
+  down (``known_down``) no write waits on it: a write that does not fit in bytes
+  is refused with a ``CheckpointCapacityError`` naming the durable failure; age
+  alone never refuses (the outage is what keeps the writes back). A durable
+  connection found closed refuses every later write (``refuse_closed``);
+* a flush first reads back the parent its first checkpoint continues
+  (``_parent_to_check``, skipped for a thread's own last flush while retention
+  cannot have removed it): gone (another process deleted the thread), the flush
+  is refused and the thread's writes dropped, as a poisoned thread's;
 * a thread whose writes the durable tier refuses while it takes the others'
   (an unstorable write) is poisoned after ``writeback.POISON_STRIKES`` such
   failures: its unflushed writes are dropped and reported with its thread id,
@@ -21,12 +29,13 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   ``deliver`` (called after every operation) hands the hot tier's drops to its
   hook, which requests those spills;
 * ``flush_in_background`` is the periodic flush; ``flush_at_exit`` flushes, at
-  interpreter exit, the write-back savers still alive that nobody closed.
+  interpreter exit, the write-back savers still alive that nobody closed, and
+  ends the process with ``LOST_AT_EXIT_STATUS`` when it cannot.
 
 Each has an async twin that awaits the durable tier natively (its async side,
-or a sync saver's calls on ``pools.durable_pool``) and waits by polling: no
-event loop's default executor is ever used. No lock is held across a durable
-round trip.
+or a sync saver's calls on ``pools.durable_pool``) and awaits the ledger's
+changes (``DirtyLedger.await_change``): no event loop's default executor is
+ever used. No lock is held across a durable round trip.
 """
 
 from __future__ import annotations

@@ -95,10 +95,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         flush_interval_seconds: Write-back: seconds between periodic flushes
             (``math.inf``: only on eviction, backpressure, ``flush()`` and ``close()``).
         max_dirty_bytes: Write-back: bytes of unflushed writes that may wait (every value they keep alive).
-        max_dirty_seconds: Write-back: how old the oldest unflushed write may grow before a write flushes
-            first, while the durable tier takes writes (None: ``flush_interval_seconds``). With the
-            periodic flush, it bounds what a crash loses: the writes of about the last
-            ``max_dirty_seconds``, plus the flush under way.
+        max_dirty_seconds: Write-back: what a crash may lose, in seconds, while the durable tier takes
+            writes (None: ``flush_interval_seconds``): a write waits for the flushes (the oldest write
+            first) while the oldest unflushed write's age, one in a flush under way included, plus the
+            time the backlog takes to flush would pass it. Not a bound while the tier is down (then no
+            write waits on it, and ``max_dirty_bytes`` bounds what waits).
         oversize: What a write past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` does:
             ``"durable"`` (the default) stores it in the durable tier, the store of record, and keeps its
             thread out of memory (``stats().oversize``); ``"refuse"`` refuses it with a
