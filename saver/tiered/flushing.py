@@ -103,7 +103,8 @@ def _aged(shared: Shared) -> bool:
 
 def _pressed(shared: Shared, needed: int) -> bool:
     """Whether a write of ``needed`` bytes must make room first: it would pass ``max_dirty_bytes``, or the oldest
-    unflushed write is older than ``max_dirty_seconds``. Runtime complexity: amortized O(log t)."""
+    unflushed write plus the backlog's flush time passes ``max_dirty_seconds`` (``_aged``). Runtime complexity:
+    amortized O(log t)."""
     return not _fits(shared, needed) or _aged(shared)
 
 
@@ -398,7 +399,8 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
 
 
 async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
-    """Async ``flush_thread``: the durable tier awaited, the gate and the ledger waited for by polling.
+    """Async ``flush_thread``: the durable tier awaited, the gate waited for by polling, another flusher of the
+    thread by awaiting the ledger's change.
 
     Runtime complexity: that of ``flush_thread``.
     """
