@@ -257,6 +257,34 @@ def test_puts_on_threads_that_are_not_hot_do_not_wait_on_a_tier_that_is_down(db:
     assert sqlite_durable(db).get_tuple(config("t-7")) is not None
 
 
+def test_puts_do_not_wait_on_a_tier_that_hangs_once_known_down(db: Path) -> None:
+    """A tier that fails, then hangs (a pool waiting for a server that does not answer): the puts that evict
+    dirty threads go on without calling it; none waits."""
+    durable, tiered = outage_saver(db)
+    put_turn(tiered, "t-0", None, 0)
+    durable.failing = True
+    put_turn(tiered, "t-1", None, 0)  # the spill of t-0 fails: known down
+    durable.failing = False
+    durable.gated = {"put", "put_writes", "get_tuple"}
+    durable.gate.clear()  # any call now hangs
+    calls = sum(durable.calls.values())
+
+    def puts() -> None:
+        for index in range(2, 6):
+            put_turn(tiered, f"t-{index}", None, 0)
+
+    writer = threading.Thread(target=puts)
+    writer.start()
+    writer.join(10)
+    hung = writer.is_alive()
+    durable.gate.set()
+    writer.join()
+    assert not hung and sum(durable.calls.values()) == calls
+    flushing.flush_in_background(tiered._tiers)
+    assert tiered.stats().dirty_threads == 0
+    tiered.close()
+
+
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_a_tier_known_down_refuses_at_max_dirty_bytes_without_a_call(db: Path, use_async: bool) -> None:
     """While the tier is known down, a write that does not fit in max_dirty_bytes is refused at once, naming
