@@ -14,7 +14,10 @@ loss: it is still durable, and the next read brings it back.
 * ``write="back"``: writes land in the hot tier and in a ledger of unflushed
   writes (``writeback``), flushed to the durable tier oldest first, parents
   first, bounded in bytes (``max_dirty_bytes``) and in age
-  (``max_dirty_seconds``): a write that would pass either flushes first.
+  (``max_dirty_seconds``, a flush under way and the backlog's flush time
+  counted): a write that would pass either waits for a flush, the oldest
+  write first. A flush reads its first checkpoint's parent back before
+  writing (a thread another process deleted is refused, not revived).
 * Reads: a hot hit is served from memory; a miss reads the durable tier (one
   read per key for callers no write came between) and admits what it read, as
   the durable saver stores it (``durable_format``).

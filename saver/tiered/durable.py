@@ -75,6 +75,7 @@ from ..engine import StoreLimits, WriteRecord
 from ..locations import configurable
 from .durable_format import Newest, format_of
 from .landing import Landings
+from .writeback import refuses_the_data
 
 if TYPE_CHECKING:
     from ..saver import BoundedInMemorySaver
@@ -83,11 +84,13 @@ from .pools import in_durable_pool
 __all__ = [
     "DURABLE_CALL_SECONDS",
     "OPTIONAL_OPERATIONS",
+    "DurableClosedError",
     "DurableHealth",
     "DurableSideError",
     "DurableTier",
     "Newest",
     "RewriteGuard",
+    "connection_closed",
     "copy_thread_through_api",
     "location_of",
     "put_tuple",
@@ -109,6 +112,11 @@ class DurableSideError(RuntimeError):
     """The durable saver cannot serve this side here (a sync call on an async saver's own event loop)."""
 
 
+class DurableClosedError(RuntimeError):
+    """Write-back: a write refused because the durable saver's connection was found closed (``DurableHealth.closed``),
+    so the unflushed writes before it cannot be flushed; the message names the failure and those writes."""
+
+
 @dataclass
 class DurableHealth:
     """How the durable tier has fared: calls, successes, failures, and the last failure. Shared by a saver's copies.
@@ -118,6 +126,12 @@ class DurableHealth:
         successes: Calls that returned.
         errors: Calls that raised (each raised on to the caller too).
         last_error: The last of them, as ``ExceptionType: message``, or None.
+        down: The last call failed for want of the tier (a connection or operational error, a timeout: not a
+            refusal of what was written, ``writeback.refuses_the_data``), and none succeeded since: write-back's
+            writes do not wait on it (``flushing``).
+        closed: The last call failed because the durable connection (or pool) is closed, as
+            ``ExceptionType: message``; None once a call succeeds. Permanent for that connection: write-back's
+            writes are refused while it is set (``connection_closed``).
         lock: Guards the counters (sync callers in many threads).
     """
 
@@ -125,6 +139,8 @@ class DurableHealth:
     successes: int = 0
     errors: int = 0
     last_error: str | None = None
+    down: bool = False
+    closed: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @contextmanager
@@ -142,10 +158,33 @@ class DurableHealth:
                 self.calls += 1
                 self.errors += 1
                 self.last_error = f"{type(error).__name__}: {error}"
+                if not isinstance(error, DurableSideError):  # a call made on the wrong side: the tier is fine
+                    self.down = not refuses_the_data(error)
+                    if connection_closed(error):
+                        self.closed = self.last_error
             raise
         with self.lock:
             self.calls += 1
             self.successes += 1
+            self.down = False
+            self.closed = None
+
+
+_CLOSED_KINDS = frozenset({"ProgrammingError", "OperationalError", "InterfaceError", "PoolClosed", "ValueError"})
+_CLOSED_WORDS = ("closed", "no active connection")
+
+
+def connection_closed(error: BaseException) -> bool:
+    """Whether a durable failure says its connection (or pool) is closed, a permanent error for that saver:
+    ``sqlite3.ProgrammingError: Cannot operate on a closed database.``, psycopg's ``OperationalError: the
+    connection is closed``, psycopg_pool's ``PoolClosed``, aiosqlite's ``ValueError: no active connection``.
+
+    Runtime complexity: O(depth of the error's class hierarchy + length of its message).
+    """
+    if not any(kind.__name__ in _CLOSED_KINDS for kind in type(error).__mro__):
+        return False
+    text = str(error).lower()
+    return any(word in text for word in _CLOSED_WORDS)
 
 
 def _own_loop(saver: BaseCheckpointSaver[Any]) -> asyncio.AbstractEventLoop | None:

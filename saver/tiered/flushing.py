@@ -8,10 +8,18 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   (a deletion waits for it); ``flush_all`` does every dirty thread, the one
   dirty longest first, and one failing thread never stops the others';
 * ``dirty_room`` is the backpressure: a write that would pass
-  ``max_dirty_bytes``, or that finds a write older than ``max_dirty_seconds``
-  unflushed, flushes first. If the durable tier is down, a write that does not
-  fit in bytes is refused with a ``CheckpointCapacityError`` naming the durable
-  failure; age alone never refuses (the outage is what keeps the writes back);
+  ``max_dirty_bytes``, or that finds the oldest unflushed write (one in a flush
+  under way included) plus the backlog's flush time past ``max_dirty_seconds``,
+  waits: for the flush under way of the oldest write, or it flushes that thread
+  itself, the oldest write first across threads. Once the durable tier is known
+  down (``known_down``) no write waits on it: a write that does not fit in bytes
+  is refused with a ``CheckpointCapacityError`` naming the durable failure; age
+  alone never refuses (the outage is what keeps the writes back). A durable
+  connection found closed refuses every later write (``refuse_closed``);
+* a flush first reads back the parent its first checkpoint continues
+  (``_parent_to_check``, skipped for a thread's own last flush while retention
+  cannot have removed it): gone (another process deleted the thread), the flush
+  is refused and the thread's writes dropped, as a poisoned thread's;
 * a thread whose writes the durable tier refuses while it takes the others'
   (an unstorable write) is poisoned after ``writeback.POISON_STRIKES`` such
   failures: its unflushed writes are dropped and reported with its thread id,
@@ -21,28 +29,44 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   ``deliver`` (called after every operation) hands the hot tier's drops to its
   hook, which requests those spills;
 * ``flush_in_background`` is the periodic flush; ``flush_at_exit`` flushes, at
-  interpreter exit, the write-back savers still alive that nobody closed.
+  interpreter exit, the write-back savers still alive that nobody closed, and
+  ends the process with ``LOST_AT_EXIT_STATUS`` when it cannot.
 
 Each has an async twin that awaits the durable tier natively (its async side,
-or a sync saver's calls on ``pools.durable_pool``) and waits by polling: no
-event loop's default executor is ever used. No lock is held across a durable
-round trip.
+or a sync saver's calls on ``pools.durable_pool``) and awaits the ledger's
+changes (``DirtyLedger.await_change``): no event loop's default executor is
+ever used. No lock is held across a durable round trip.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
+import os
+import sys
 import time
 import weakref
+from typing import NamedTuple
+
+from langchain_core.runnables import RunnableConfig
 
 from .. import announcing
 from ..engine import CheckpointCapacityError
+from .durable import DurableClosedError
 from .pools import in_jobs_pool
 from .settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .state import Shared, Tiers, count_rejection
-from .writeback import POISON_STRIKES, CheckpointReplay, DirtyCheckpoint, DirtyItem, Replay, replay
+from .writeback import (
+    POISON_STRIKES,
+    CheckpointReplay,
+    DirtyCheckpoint,
+    DirtyItem,
+    Replay,
+    refuses_the_data,
+    replay,
+)
 
 __all__ = [
     "adeliver",
@@ -66,107 +90,224 @@ logger = logging.getLogger(f"{__package__}.tiered")  # TieredSaver's one logger,
 # --- backpressure ---------------------------------------------------------------------------------------------
 
 
-def _pressed(shared: Shared, needed: int) -> bool:
-    """Whether a write of ``needed`` bytes must flush first: it would pass ``max_dirty_bytes``, or the oldest
-    unflushed write is older than ``max_dirty_seconds`` (unless an age-driven flush failed lately).
+def _aged(shared: Shared) -> bool:
+    """Whether a crash now could lose writes older than ``max_dirty_seconds``: the oldest unflushed write's age
+    (one in a flush under way included) plus the time the unflushed writes take to flush, as recent flushes
+    went (``DirtyLedger.window``). Counting the flush time is what keeps the bound over a durable tier slower
+    than the writes: without it, what was written within the bound takes longer than the bound to flush.
 
     Runtime complexity: amortized O(log t) for t dirty threads.
     """
-    dirty = shared.dirty
-    if dirty.nbytes + needed > shared.max_dirty_bytes:
-        return True
-    if not dirty.threads:
+    return bool(shared.dirty.threads) and shared.dirty.window(shared.clock()) > shared.max_dirty_seconds
+
+
+def _pressed(shared: Shared, needed: int) -> bool:
+    """Whether a write of ``needed`` bytes must make room first: it would pass ``max_dirty_bytes``, or the oldest
+    unflushed write plus the backlog's flush time passes ``max_dirty_seconds`` (``_aged``). Runtime complexity:
+    amortized O(log t)."""
+    return not _fits(shared, needed) or _aged(shared)
+
+
+def _flusher_running(shared: Shared) -> bool:
+    """Whether the periodic flush runs (with write-back it is the first background job ``resume`` starts)."""
+    return bool(shared.background) and shared.background[0].running
+
+
+def known_down(tiers: Tiers, *, for_age: bool = False) -> bool:
+    """Whether write-back's writes must not wait on the durable tier: its last call failed for want of the tier
+    (``DurableHealth.down``) and the periodic flush runs (it finds out when the tier is back). Without a periodic
+    flush only a write can find that out: one that does not fit in bytes tries again, and for the age
+    (``for_age``) a write tries again only ``max_dirty_seconds`` after one found the tier down.
+
+    Runtime complexity: O(1).
+    """
+    shared = tiers.shared
+    if not tiers.durable.health.down:
         return False
-    now = shared.clock()
-    return now >= shared.age_retry_at and now - dirty.oldest_since() > shared.max_dirty_seconds
+    return _flusher_running(shared) or (for_age and shared.clock() < shared.age_retry_at)
+
+
+class _Step(NamedTuple):
+    """What a write making room does next: ``go`` (it fits), ``through`` (written through), ``refuse``,
+    ``wait`` (for the flush under way of the oldest write; ``seen`` the ledger's changes), or ``flush`` a thread."""
+
+    kind: str
+    thread_id: str | None = None
+    seen: int = 0
+
+
+def _next_step(tiers: Tiers, needed: int, tried: set[str], budget: int) -> _Step:
+    """One decision of ``dirty_room``: the oldest unflushed write is served first, by whoever is free.
+
+    Runtime complexity: amortized O(log t) for t dirty threads (O(t log t) once a flush failed).
+    """
+    shared = tiers.shared
+    if needed > shared.max_dirty_bytes:
+        return _Step("through")  # larger than the bound by itself
+    fits = _fits(shared, needed)
+    if fits and not _aged(shared):
+        return _Step("go")
+    if known_down(tiers, for_age=fits):
+        return _Step("go" if fits else "refuse")  # no write waits on a tier that is down; the bytes bound it
+    if not fits and budget <= 0:
+        return _Step("through")  # other writers fill it again as fast as it is flushed
+    candidate, in_flight, seen = shared.dirty.next_to_flush(tried)
+    if candidate is None:  # what is left failed to flush in this wait (refused data): the bytes decide
+        return _Step("go" if fits else "refuse")
+    if in_flight:
+        return _Step("wait", seen=seen)
+    return _Step("flush", candidate)
+
+
+def _failed_to_make_room(tiers: Tiers, tried: set[str], thread_id: str, error: Exception) -> None:
+    """A flush made to make room failed: its thread is not tried again in this wait, and a failure for want of
+    the tier makes it known down (``known_down``). Runtime complexity: O(1)."""
+    tried.add(thread_id)
+    if not refuses_the_data(error):
+        shared = tiers.shared
+        shared.age_retry_at = shared.clock() + shared.max_dirty_seconds
 
 
 def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """Write-back backpressure: flush, the threads dirty longest first, until ``needed`` more bytes fit under
-    ``max_dirty_bytes`` and nothing unflushed is older than ``max_dirty_seconds``.
+    """Write-back backpressure: before a write is acknowledged, make room for ``needed`` more bytes under
+    ``max_dirty_bytes``, and wait until no unflushed write (one in a flush under way included) is older than
+    ``max_dirty_seconds``. The oldest write is served first: a flush under way of it is waited for (on the
+    ledger's condition), else its thread is flushed by this writer, and so on until the write fits.
+
+    While the durable tier is down (``known_down``) no write waits on it: age presses no write (the bytes bound
+    what waits), and a write that does not fit is refused at once, naming the durable failure.
 
     Returns False for a write that still does not fit in bytes (larger than the bound by itself, or other
     writers filled it again): it is written through instead, durable first, after the thread's own unflushed
     writes. A write that had to wait is counted, with its wait, in ``stats()`` (``backpressure_waits``,
-    ``backpressure_seconds``). A failing thread never stops the others' flushes.
+    ``backpressure_seconds``). A thread whose flush fails is not tried again in this wait.
 
     Raises:
-        CheckpointCapacityError: The flushes failed, so the write does not fit in bytes; names the durable failure.
+        CheckpointCapacityError: The write does not fit in bytes and the durable tier fails; names the failure.
+        DurableClosedError: A flush found the durable connection closed; names the unflushed writes.
 
-    Runtime complexity: O(1) when it fits; else up to ``DIRTY_ROOM_ATTEMPTS`` rounds of flushes (one durable
-    write per unflushed item flushed).
+    Runtime complexity: O(1) when it fits; else a flush of the oldest thread (one durable write per item) or a
+    wait for one, until it fits.
     """
     shared = tiers.shared
+    refuse_closed(tiers, thread_id)
     if not _pressed(shared, needed):
         return True
     start = time.perf_counter()
     failure: Exception | None = None
+    tried: set[str] = set()
+    budget = DIRTY_ROOM_ATTEMPTS * (len(shared.dirty) + 1)
     try:
-        if needed <= shared.max_dirty_bytes:
-            for _ in range(DIRTY_ROOM_ATTEMPTS):
-                for dirty in shared.dirty.dirty_threads():
-                    if not _pressed(shared, needed):
-                        return True
+        while True:
+            step = _next_step(tiers, needed, tried, budget)
+            budget -= 1
+            if step.kind == "go":
+                return True
+            if step.kind == "refuse":
+                raise _room_refusal(tiers, thread_id, needed, failure)
+            if step.kind == "through":
+                if failure is None:
                     try:
-                        flush_thread(tiers, dirty)
+                        flush_thread(tiers, thread_id)  # its parents first, before it goes through
                     except Exception as error:
-                        failure = error  # counted and logged by the flush; the next thread may still go
-                if not _pressed(shared, needed):
-                    return True
-            if _fits(shared, needed):
-                return _aged(shared, failure)
-        if failure is None:
+                        failure = error
+                return _through(tiers, thread_id, needed, failure)
+            if step.kind == "wait":
+                shared.dirty.wait_change(step.seen)
+                continue
+            assert step.thread_id is not None
             try:
-                flush_thread(tiers, thread_id)  # its parents first, before it goes through
+                flush_thread(tiers, step.thread_id)
             except Exception as error:
-                failure = error
-        return _through(tiers, thread_id, needed, failure)
+                failure = error  # counted and logged by the flush
+                _failed_to_make_room(tiers, tried, step.thread_id, error)
     finally:
         _count_wait(shared, time.perf_counter() - start)
 
 
 async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """Async ``dirty_room``: its flushes await the durable tier. Runtime complexity: that of ``dirty_room``."""
+    """Async ``dirty_room``: its flushes await the durable tier, its waits the ledger's change (no polling).
+
+    Runtime complexity: that of ``dirty_room``.
+    """
     shared = tiers.shared
+    refuse_closed(tiers, thread_id)
     if not _pressed(shared, needed):
         return True
     start = time.perf_counter()
     failure: Exception | None = None
+    tried: set[str] = set()
+    budget = DIRTY_ROOM_ATTEMPTS * (len(shared.dirty) + 1)
     try:
-        if needed <= shared.max_dirty_bytes:
-            for _ in range(DIRTY_ROOM_ATTEMPTS):
-                for dirty in shared.dirty.dirty_threads():
-                    if not _pressed(shared, needed):
-                        return True
+        while True:
+            step = _next_step(tiers, needed, tried, budget)
+            budget -= 1
+            if step.kind == "go":
+                return True
+            if step.kind == "refuse":
+                raise _room_refusal(tiers, thread_id, needed, failure)
+            if step.kind == "through":
+                if failure is None:
                     try:
-                        await aflush_thread(tiers, dirty)
+                        await aflush_thread(tiers, thread_id)
                     except Exception as error:
                         failure = error
-                if not _pressed(shared, needed):
-                    return True
-            if _fits(shared, needed):
-                return _aged(shared, failure)
-        if failure is None:
+                return _through(tiers, thread_id, needed, failure)
+            if step.kind == "wait":
+                await shared.dirty.await_change(step.seen)
+                continue
+            assert step.thread_id is not None
             try:
-                await aflush_thread(tiers, thread_id)
+                await aflush_thread(tiers, step.thread_id)
             except Exception as error:
                 failure = error
-        return _through(tiers, thread_id, needed, failure)
+                _failed_to_make_room(tiers, tried, step.thread_id, error)
     finally:
         _count_wait(shared, time.perf_counter() - start)
 
 
+def refuse_closed(tiers: Tiers, thread_id: str) -> None:
+    """Refuse a write-back write once a durable call found the connection closed (a permanent error): it
+    would be acknowledged, and lost with the writes before it.
+
+    Raises:
+        DurableClosedError: Naming the durable failure and the unflushed writes it strands.
+
+    Runtime complexity: O(1), O(t) to name the t dirty threads when it raises.
+    """
+    closed = tiers.durable.health.closed
+    if closed is None:
+        return
+    count_rejection(tiers.shared, "durable_closed")
+    raise DurableClosedError(
+        f"thread {thread_id!r}: the write was refused and nothing was written: the durable saver "
+        f"({tiers.durable.name}) failed with {closed}, so its connection is closed and "
+        f"{_stranded(tiers.shared)} cannot be flushed. Close the TieredSaver before its durable connection; "
+        f"to keep them, flush() once the saver's connection works again (a failed flush() raises)."
+    )
+
+
+def _stranded(shared: Shared) -> str:
+    """The unflushed writes, in words: how many, of which threads (the first few). Runtime complexity: O(t)."""
+    dirty = shared.dirty
+    with dirty.lock:
+        counts = {thread_id: len(backlog.items) for thread_id, backlog in dirty.threads.items()}
+    if not counts:
+        return "no unflushed write"
+    shown = ", ".join(f"{thread_id!r} ({count})" for thread_id, count in list(counts.items())[:5])
+    more = f" and {len(counts) - 5} more" if len(counts) > 5 else ""
+    return f"the {sum(counts.values())} unflushed writes of {len(counts)} threads ({shown}{more})"
+
+
+def _room_refusal(tiers: Tiers, thread_id: str, needed: int, failure: Exception | None) -> CheckpointCapacityError:
+    """The refusal of a write that does not fit in bytes while the durable tier fails. Runtime complexity: O(1)."""
+    shared = tiers.shared
+    error: BaseException | str = failure if failure is not None else tiers.durable.health.last_error or "unknown"
+    return _refusal(tiers, thread_id, "max_dirty_bytes", shared.max_dirty_bytes, needed, error)
+
+
 def _fits(shared: Shared, needed: int) -> bool:
     return shared.dirty.nbytes + needed <= shared.max_dirty_bytes
-
-
-def _aged(shared: Shared, failure: Exception | None) -> bool:
-    """Only the age pressed, and the bytes fit: the write goes on. When flushes failed (the durable tier is
-    down or slow) the age is not pressed again for ``max_dirty_seconds``, so that writes do not each wait
-    on a failing tier. Runtime complexity: O(1)."""
-    if failure is not None:
-        shared.age_retry_at = shared.clock() + shared.max_dirty_seconds
-    return True
 
 
 def _through(tiers: Tiers, thread_id: str, needed: int, failure: Exception | None) -> bool:
@@ -178,6 +319,10 @@ def _through(tiers: Tiers, thread_id: str, needed: int, failure: Exception | Non
     return False
 
 
+def _described(error: BaseException | str) -> str:
+    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+
+
 def _count_wait(shared: Shared, seconds: float) -> None:
     with shared.hot.store.exclusive():
         shared.counters.backpressure_waits += 1
@@ -185,7 +330,7 @@ def _count_wait(shared: Shared, seconds: float) -> None:
 
 
 def _refusal(
-    tiers: Tiers, thread_id: str, limit: str, value: float, needed: float, error: BaseException
+    tiers: Tiers, thread_id: str, limit: str, value: float, needed: float, error: BaseException | str
 ) -> CheckpointCapacityError:
     """The refusal of a write that needed room the failed flush could not make, counted; it names the failure.
 
@@ -200,7 +345,7 @@ def _refusal(
         message=(
             f"{limit} reached for thread {thread_id!r}: the write was refused and nothing was changed, "
             f"because the durable tier ({tiers.durable.name}) failed to take the unflushed writes: "
-            f"{type(error).__name__}: {error}. They stay in memory and are flushed once it is back."
+            f"{_described(error)}. They stay in memory and are flushed once it is back."
         ),
     )
 
@@ -228,23 +373,34 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
         return 0
     start = time.perf_counter()
     flushed = 0
+    gone: tuple[str, str] | None = None
     try:
         with shared.gates.sharing(thread_id):
             items = shared.dirty.claim(thread_id)
             try:
-                for item in items:
-                    _store(tiers, replay(item, thread_id, tiers.serde))
-                    flushed += 1
+                parent = _parent_to_check(shared, thread_id, items)
+                if parent is not None and _parent_gone(shared, tiers.durable.get_tuple(_located(thread_id, parent))):
+                    gone = parent
+                else:
+                    for item in items:
+                        began = shared.clock()
+                        _store(tiers, replay(item, thread_id, tiers.serde))
+                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+                        flushed += 1
             finally:
-                shared.dirty.release(thread_id, flushed)
+                shared.dirty.release(thread_id)
     except Exception as error:
         raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    if gone is not None:
+        raise _orphaned(tiers, thread_id, gone)
     _flushed(shared, thread_id, refusal, flushed, start)
+    _note_heads(shared, thread_id, items)
     return flushed
 
 
 async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
-    """Async ``flush_thread``: the durable tier awaited, the gate and the ledger waited for by polling.
+    """Async ``flush_thread``: the durable tier awaited, the gate waited for by polling, another flusher of the
+    thread by awaiting the ledger's change.
 
     Runtime complexity: that of ``flush_thread``.
     """
@@ -255,23 +411,131 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     start = time.perf_counter()
     flushed = 0
     offload = tiers.config.async_offload_bytes
+    gone: tuple[str, str] | None = None
     try:
         async with shared.gates.asharing(thread_id):
             items = await shared.dirty.aclaim(thread_id)
             try:
-                for item in items:
-                    if _item_bytes(item) > offload:
-                        replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
-                    else:
-                        replayed = replay(item, thread_id, tiers.serde)
-                    await _astore(tiers, replayed)
-                    flushed += 1
+                parent = _parent_to_check(shared, thread_id, items)
+                if parent is not None and _parent_gone(
+                    shared, await tiers.durable.aget_tuple(_located(thread_id, parent))
+                ):
+                    gone = parent
+                else:
+                    for item in items:
+                        began = shared.clock()
+                        if _item_bytes(item) > offload:
+                            replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
+                        else:
+                            replayed = replay(item, thread_id, tiers.serde)
+                        await _astore(tiers, replayed)
+                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+                        flushed += 1
             finally:
-                shared.dirty.release(thread_id, flushed)
+                shared.dirty.release(thread_id)
     except Exception as error:
         raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+    if gone is not None:
+        raise _orphaned(tiers, thread_id, gone)
     _flushed(shared, thread_id, refusal, flushed, start)
+    _note_heads(shared, thread_id, items)
     return flushed
+
+
+# --- a late flush under a deleted parent ------------------------------------------------------------------------
+
+FLUSHED_HEADS_BOUND = 100_000
+"""How many (thread, namespace) pairs ``Shared.flushed_heads`` remembers, the least recently flushed forgotten."""
+
+
+def _parent_to_check(shared: Shared, thread_id: str, items: list[DirtyItem]) -> tuple[str, str] | None:
+    """The ``(namespace, checkpoint_id)`` whose presence in the durable tier a flush of ``items`` checks first:
+    the parent of the first checkpoint whose parent is not among them. None when there is none, or when it is
+    the newest checkpoint this process flushed of that namespace and no process with this saver's retention
+    policy can have removed it yet (``Shared.young``): then no read is made.
+
+    Another process may delete the thread (retention's idle deletion, ``delete_thread``) while this one holds
+    acknowledged writes that continue it; its in-transaction re-check cannot see them. Written, they would land
+    as the children of a deleted parent. Runtime complexity: O(items), no I/O.
+    """
+    inside: set[tuple[str, str]] = set()
+    for item in items:
+        if not isinstance(item, DirtyCheckpoint):
+            continue
+        parent_id = item.record.parent_id
+        if parent_id is not None and (item.namespace, parent_id) not in inside:
+            young = shared.young
+            if young is not None:
+                with shared.dirty.lock:
+                    head = shared.flushed_heads.get((thread_id, item.namespace))
+                if head == parent_id and young(parent_id):
+                    return None
+            return item.namespace, parent_id
+        inside.add((item.namespace, item.checkpoint_id))
+    return None
+
+
+def _located(thread_id: str, parent: tuple[str, str]) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": parent[0], "checkpoint_id": parent[1]}}
+
+
+def _parent_gone(shared: Shared, found: object) -> bool:
+    """Count a parent check; whether the parent is gone. Runtime complexity: O(1)."""
+    with shared.hot.store.exclusive():
+        shared.counters.parent_checks += 1
+    return found is None
+
+
+def _note_heads(shared: Shared, thread_id: str, items: list[DirtyItem]) -> None:
+    """Remember the newest checkpoint of each namespace a flush wrote. Runtime complexity: O(items)."""
+    heads = {item.namespace: item.checkpoint_id for item in items if isinstance(item, DirtyCheckpoint)}
+    if not heads:
+        return
+    remembered = shared.flushed_heads
+    with shared.dirty.lock:
+        for namespace, checkpoint_id in heads.items():
+            key = (thread_id, namespace)
+            remembered.pop(key, None)
+            remembered[key] = checkpoint_id
+        while len(remembered) > FLUSHED_HEADS_BOUND:
+            remembered.popitem(last=False)
+
+
+def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exception:
+    """A flush found its first checkpoint's parent gone from the durable tier (another process deleted the
+    thread): nothing of it is written; the thread's unflushed writes are dropped (counted, logged), its hot copy
+    leaves memory, and writes continuing them are refused (``UnstorableWriteError`` naming the deletion).
+
+    Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
+    """
+    shared = tiers.shared
+    store = shared.hot.store
+    with store.exclusive():
+        dropped = shared.dirty.take(thread_id)
+        shared.marks.move(thread_id)
+        shared.residency.forget(thread_id)
+        store.delete_thread(thread_id)
+        shared.counters.unstorable_threads += 1
+        shared.counters.unstorable_writes += len(dropped)
+        shared.counters.rejections["deleted_parent"] += 1
+    with shared.dirty.lock:
+        for key in [key for key in shared.flushed_heads if key[0] == thread_id]:
+            del shared.flushed_heads[key]
+    first = min((item.checkpoint_id for item in dropped), default="")
+    reason = (
+        f"its checkpoint {parent[1]!r} (namespace {parent[0]!r}) is gone from the durable tier: another process "
+        f"deleted the thread (retention or delete_thread) while these writes waited to be flushed"
+    )
+    lost = shared.unstorable.remember(thread_id, first, reason)
+    logger.error(
+        "thread %r: a late flush under a deleted parent was refused: %s; its %d unflushed writes from checkpoint %r "
+        "on were dropped, and writes continuing them are refused",
+        thread_id,
+        reason,
+        len(dropped),
+        first,
+    )
+    return lost.refusal(first)
 
 
 def _store(tiers: Tiers, replayed: Replay) -> None:
@@ -445,27 +709,54 @@ def flush_at_exit_later(tiers: Tiers) -> None:
     _WRITING_BACK[id(tiers)] = tiers
 
 
+LOST_AT_EXIT_STATUS = 70
+"""The exit status of a process whose unflushed writes could not be flushed at interpreter exit (``EX_SOFTWARE``)."""
+
+
 def flush_at_exit() -> None:
     """At interpreter exit, flush the unflushed writes of every write-back saver still alive: a program that
     ends without ``close()`` (a clean exit) loses nothing its durable tier can still take.
 
-    An async durable saver whose event loop has ended cannot take them: that is logged, as is any durable
-    failure (nothing can raise to the program any more). Runtime complexity: that of ``flush_all`` per saver.
+    If some cannot be flushed (the durable connection was closed first, the tier is down, an async durable
+    saver's event loop has ended), they are lost: that is logged at CRITICAL, naming the threads and how many
+    writes each lost, and the process ends with status ``LOST_AT_EXIT_STATUS`` whatever status it was ending
+    with (an ``atexit`` handler cannot change it by raising; ``os._exit`` can, after the logs and the standard
+    streams are flushed; the ``atexit`` handlers registered before this module was imported do not run then).
+
+    Runtime complexity: that of ``flush_all`` per saver.
     """
+    lost: list[str] = []
     for tiers in list(_WRITING_BACK.values()):
         if not tiers.shared.dirty:
             continue
         if _loop_idle(tiers):
-            logger.error(
-                "at interpreter exit, %d threads' unflushed writes were not flushed: the durable saver's event "
-                "loop has ended (close the saver with aclose() before it ends)",
-                len(tiers.shared.dirty),
+            lost.append(
+                f"{_stranded(tiers.shared)}: the durable saver's event loop has ended (close the saver with "
+                f"aclose() before it ends)"
             )
             continue
         try:
             flush_all(tiers)
-        except Exception:
-            logger.exception("flushing unflushed writes at interpreter exit failed: they are lost")
+        except Exception as error:
+            lost.append(f"{_stranded(tiers.shared)}: {type(error).__name__}: {error}")
+    if lost:
+        _exit_lost(lost)
+
+
+def _exit_lost(lost: list[str]) -> None:
+    """Say what was lost at exit, and end the process with ``LOST_AT_EXIT_STATUS``."""
+    logger.critical(
+        "at interpreter exit, write-back's unflushed writes could not be flushed to the durable tier and are "
+        "lost (close the TieredSaver before its durable connection, and check close()'s error): %s; exiting "
+        "with status %d",
+        "; ".join(lost),
+        LOST_AT_EXIT_STATUS,
+    )
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed stream: nothing more to say there
+            stream.flush()
+    os._exit(LOST_AT_EXIT_STATUS)
 
 
 atexit.register(flush_at_exit)
@@ -492,7 +783,10 @@ def spill(tiers: Tiers) -> None:
 
     Runtime complexity: one durable write per unflushed item of those threads.
     """
-    for thread_id in _spill_requests(tiers.shared):
+    requests = _spill_requests(tiers.shared)
+    if known_down(tiers):
+        return  # no write waits on a tier that is down: their writes stay in the ledger for the next flush
+    for thread_id in requests:
         start = time.perf_counter()
         try:
             flush_thread(tiers, thread_id)
@@ -504,7 +798,10 @@ def spill(tiers: Tiers) -> None:
 
 async def aspill(tiers: Tiers) -> None:
     """Async ``spill``: each flush awaits the durable tier. Runtime complexity: that of ``spill``."""
-    for thread_id in _spill_requests(tiers.shared):
+    requests = _spill_requests(tiers.shared)
+    if known_down(tiers):
+        return
+    for thread_id in requests:
         start = time.perf_counter()
         try:
             await aflush_thread(tiers, thread_id)

@@ -68,7 +68,8 @@ class Settings:
         coherence: ``"sticky"`` or ``"validate"``.
         flush_interval_seconds: Write-back's periodic flush.
         max_dirty_bytes: Write-back's bound on unflushed bytes.
-        max_dirty_seconds: Write-back's bound on the age of the oldest unflushed write.
+        max_dirty_seconds: Write-back's bound on what a crash may lose: the oldest unflushed write's age plus the
+            backlog's flush time.
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
         conditional_writes: Whether a put checks that no other process wrote its namespace since.
     """

@@ -15,6 +15,7 @@ the hot store for those paths, with its lock held.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,11 +58,16 @@ class Shared:
         self.max_dirty_seconds = settings.max_dirty_seconds
         self.clock = clock  # monotonic seconds: the hot tier's expiry and the age of unflushed writes
         self.first_write_wins = False  # the durable saver keeps a mixed batch's first write of a key (SQL savers)
-        self.age_retry_at = 0.0  # the monotonic time before which the age of unflushed writes presses no write
+        self.age_retry_at = 0.0  # a write found the durable tier down: until then no write tries it (flushing)
         self.unstorable = UnstorableThreads(capacity)
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
         self.dirty = DirtyLedger()
+        # Write-back's check of a late flush's parent (flushing): the newest checkpoint each (thread, namespace)
+        # flushed last (guarded by dirty.lock, bounded), and whether a checkpoint id is young enough that no
+        # process with this saver's retention policy removes it as idle (None: no policy, always check).
+        self.flushed_heads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.young: Callable[[str], bool] | None = None
         self.marks = WriteMarks()
         self.gates = ThreadGates()
         self.flights: Flights[Any] = Flights()

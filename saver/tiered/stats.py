@@ -159,7 +159,7 @@ class TieredStats:
         dirty_bytes: What the unflushed writes keep alive (each value once per thread).
         max_dirty_bytes: The bound on ``dirty_bytes``.
         oldest_dirty_seconds: How long the oldest unflushed write has waited (0 with none).
-        max_dirty_seconds: The bound on it while the durable tier takes writes.
+        max_dirty_seconds: The bound on it (plus the backlog's flush time) while the durable tier takes writes.
         flushes: Flushes of a thread that wrote something to the durable tier.
         flushed_writes: Checkpoints and write batches flushed.
         flush_seconds: Time spent flushing, in all.
@@ -292,4 +292,5 @@ class Counters:
     validation_seconds: float = 0.0
     unstorable_threads: int = 0
     unstorable_writes: int = 0
+    parent_checks: int = 0  # durable reads of a late flush's parent (flushing)
     rejections: Counter[str] = field(default_factory=Counter)

@@ -29,10 +29,12 @@ holding up everyone's flushes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
+import math
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -43,7 +45,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..engine import CheckpointRecord, Payload, Version, WriteRecord, payload_size
 
 __all__ = [
-    "CLAIM_POLL_SECONDS",
+    "CHANGE_WAIT_SECONDS",
+    "ITEM_SECONDS_WEIGHT",
+    "UNMEASURED_ITEMS",
     "POISON_STRIKES",
     "Backlog",
     "DirtyCheckpoint",
@@ -60,8 +64,15 @@ __all__ = [
 POISON_STRIKES = 2
 """Failed flushes of a thread, each while the durable tier took other writes since the one before, that poison it."""
 
-CLAIM_POLL_SECONDS = 0.001
-"""How often an async flusher looks again at a thread another flusher holds (it never blocks its loop)."""
+UNMEASURED_ITEMS = 16
+"""Unflushed writes that may wait before any flush measured how fast the durable tier takes them."""
+
+ITEM_SECONDS_WEIGHT = 0.25
+"""The weight of the last flushed write's time in ``DirtyLedger.item_seconds`` (an exponential moving average)."""
+
+CHANGE_WAIT_SECONDS = 1.0
+"""The longest an async waiter sleeps between looks at the ledger should its wake-up be missed (it is woken by the
+change itself: this is a guard, not a poll)."""
 
 
 class DirtyCheckpoint(NamedTuple):
@@ -205,6 +216,11 @@ def refuses_the_data(error: BaseException) -> bool:
     return any(kind.__name__ == "InterfaceError" and kind.__module__.startswith("sqlite3") for kind in kinds)
 
 
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _own_bytes(item: DirtyItem) -> int:
     return item.record.nbytes if isinstance(item, DirtyCheckpoint) else item.nbytes
 
@@ -214,8 +230,9 @@ class DirtyLedger:
 
     Invariant: ``nbytes`` is the sum of the backlogs' ``nbytes``; a thread with no item has no backlog;
     ``ages`` holds ``(since, thread_id)`` for every backlog's oldest item (and stale pairs, skipped when read);
-    a thread is being flushed by at most one caller (``flushing``). Everything is guarded by ``lock``; nobody
-    holds it across a durable round trip.
+    a thread is being flushed by at most one caller (``flushing``); ``changes`` grows at each write leaving the
+    ledger and each flusher's end, waking every waiter (``wait_change``, ``await_change``). Everything is guarded
+    by ``lock``; nobody holds it across a durable round trip.
     """
 
     def __init__(self) -> None:
@@ -224,6 +241,10 @@ class DirtyLedger:
         self.nbytes = 0
         self.flushing: set[str] = set()
         self.ages: list[tuple[float, str]] = []  # a heap
+        self.changes = 0  # bumped (and waiters woken) whenever a write leaves the ledger or a flusher finishes
+        self.items = 0  # unflushed writes, every thread's
+        self.item_seconds: float | None = None  # a write's flush lately (EWMA, saver clock); None: unmeasured
+        self.async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
         """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
@@ -234,6 +255,7 @@ class DirtyLedger:
                 backlog = self.threads[thread_id] = Backlog()
                 heapq.heappush(self.ages, (at, thread_id))
             self.nbytes += backlog.push(item, at)
+            self.items += 1
 
     def is_dirty(self, thread_id: str) -> bool:
         """Whether the thread has unflushed writes. Runtime complexity: O(1)."""
@@ -247,22 +269,96 @@ class DirtyLedger:
         with self.lock:
             return sorted(self.threads, key=lambda thread_id: self.threads[thread_id].times[0])
 
-    def oldest_since(self) -> float:
-        """When the oldest unflushed write came (``math.inf`` with none). Runtime complexity: amortized O(log t)."""
+    def window(self, now: float) -> float:
+        """What a crash now could lose at worst, in seconds: the age of the oldest unflushed write (one in a
+        flush under way included) plus the time the unflushed writes take to flush, as recent flushes went
+        (``item_seconds`` each, one after another). 0 with none; ``math.inf`` past ``UNMEASURED_ITEMS`` before
+        any flush was measured (the first flush measures the tier). Runtime complexity: amortized O(log t)."""
         with self.lock:
-            ages, threads = self.ages, self.threads
-            while ages:
-                since, thread_id = ages[0]
-                backlog = threads.get(thread_id)
-                if backlog is not None and backlog.times[0] == since:
-                    return since
-                heapq.heappop(ages)  # stale: that thread was flushed (its pair, if dirty again, was pushed anew)
-            return float("inf")
+            oldest = self._oldest()
+            if oldest is None:
+                return 0.0
+            if self.item_seconds is None:
+                return now - oldest[0] if self.items <= UNMEASURED_ITEMS else math.inf
+            return now - oldest[0] + self.items * self.item_seconds
+
+    def oldest_since(self) -> float:
+        """When the oldest unflushed write came (``math.inf`` with none), a write in a flush under way included
+        (it leaves the ledger only once the durable tier took it). Runtime complexity: amortized O(log t)."""
+        with self.lock:
+            oldest = self._oldest()
+            return float("inf") if oldest is None else oldest[0]
+
+    def _oldest(self) -> tuple[float, str] | None:
+        """``(since, thread_id)`` of the oldest unflushed write (lock held). Runtime complexity: amortized O(log t)."""
+        ages, threads = self.ages, self.threads
+        while ages:
+            since, thread_id = ages[0]
+            backlog = threads.get(thread_id)
+            if backlog is not None and backlog.times[0] == since:
+                return ages[0]
+            heapq.heappop(ages)  # stale: that thread was flushed (its pair, if dirty again, was pushed anew)
+        return None
+
+    def next_to_flush(self, skip: Collection[str] = ()) -> tuple[str | None, bool, int]:
+        """The thread holding the oldest unflushed write (none of ``skip``), whether a flush of it is under way,
+        and ``changes`` now (to wait for the next change with ``wait_change``). Flushing oldest first, every
+        flusher (a write's backpressure, the periodic flush) serves the write that waited longest, so no
+        thread's backlog starves while others' are flushed.
+
+        Runtime complexity: amortized O(log t) for t dirty threads; O(t log t) with ``skip``.
+        """
+        with self.lock:
+            oldest = self._oldest()
+            if oldest is not None and oldest[1] in skip:
+                ranked = sorted((backlog.times[0], thread_id) for thread_id, backlog in self.threads.items())
+                oldest = next((pair for pair in ranked if pair[1] not in skip), None)
+            if oldest is None:
+                return None, False, self.changes
+            return oldest[1], oldest[1] in self.flushing, self.changes
+
+    def wait_change(self, seen: int, timeout: float | None = None) -> None:
+        """Wait until the ledger changed since ``changes`` was ``seen`` (a write flushed, a flusher done).
+
+        Runtime complexity: O(1), plus the wait.
+        """
+        with self.lock:
+            self.lock.wait_for(lambda: self.changes != seen, timeout)
+
+    async def await_change(self, seen: int, timeout: float = CHANGE_WAIT_SECONDS) -> None:
+        """``wait_change`` for async callers: woken by the change itself (``_changed`` sets a future on the
+        waiter's loop), never by polling; ``timeout`` only guards against a loop that missed its wake-up.
+
+        Runtime complexity: O(1), plus the wait.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self.lock:
+            if self.changes != seen:
+                return
+            self.async_waiters.append((loop, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self.lock:
+                if (loop, future) in self.async_waiters:
+                    self.async_waiters.remove((loop, future))
+
+    def _changed(self) -> None:
+        """Wake every waiter, sync and async (lock held). Runtime complexity: O(waiters)."""
+        self.changes += 1
+        self.lock.notify_all()
+        waiters, self.async_waiters = self.async_waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits there any more
+                loop.call_soon_threadsafe(_wake, future)
 
     def claim(self, thread_id: str) -> list[DirtyItem]:
         """Become the thread's flusher (waiting for another one to finish) and take its unflushed writes in order.
 
-        The caller must ``release`` after flushing, saying how many it flushed.
+        The caller tells each item flushed (``flushed_one``, oldest first) and must ``release`` after flushing.
         Runtime complexity: O(items of the thread), plus the wait.
         """
         with self.lock:
@@ -270,32 +366,48 @@ class DirtyLedger:
             return self._claimed(thread_id)
 
     async def aclaim(self, thread_id: str) -> list[DirtyItem]:
-        """``claim`` for async callers: the wait polls, so the event loop is never blocked."""
+        """``claim`` for async callers: the wait awaits the other flusher's end (``await_change``), so the
+        event loop is never blocked."""
         while True:
             with self.lock:
                 if thread_id not in self.flushing:
                     return self._claimed(thread_id)
-            await asyncio.sleep(CLAIM_POLL_SECONDS)
+                seen = self.changes
+            await self.await_change(seen)
 
     def _claimed(self, thread_id: str) -> list[DirtyItem]:
         self.flushing.add(thread_id)
         backlog = self.threads.get(thread_id)
         return [] if backlog is None else list(backlog.items)
 
-    def release(self, thread_id: str, flushed: int) -> None:
-        """The flusher is done: the first ``flushed`` items taken are durable now. Runtime complexity: O(flushed)."""
+    def flushed_one(self, thread_id: str, seconds: float) -> None:
+        """The flusher's oldest item taken is durable now, after ``seconds``: it leaves the ledger at once, so
+        the age of what is left (and the writers waiting on it) follows the flush as it goes; ``item_seconds``
+        learns how long a write's flush takes. Runtime complexity: O(values of the item) plus O(log t)."""
         with self.lock:
+            seconds = max(0.0, seconds)
+            last = self.item_seconds
+            self.item_seconds = seconds if last is None else last + ITEM_SECONDS_WEIGHT * (seconds - last)
             backlog = self.threads.get(thread_id)
-            if backlog is not None:
-                for _ in range(flushed):
-                    self.nbytes -= backlog.pop()
-                if not backlog.items:
-                    del self.threads[thread_id]
-                elif flushed:
-                    backlog.strikes = 0
-                    heapq.heappush(self.ages, (backlog.times[0], thread_id))
+            if backlog is None:
+                return
+            self.nbytes -= backlog.pop()
+            self.items -= 1
+            backlog.strikes = 0
+            if not backlog.items:
+                del self.threads[thread_id]
+            else:
+                heapq.heappush(self.ages, (backlog.times[0], thread_id))
+            self._changed()
+
+    def release(self, thread_id: str) -> None:
+        """The flusher is done (what it flushed left the ledger one by one: ``flushed_one``).
+
+        Runtime complexity: O(waiters).
+        """
+        with self.lock:
             self.flushing.discard(thread_id)
-            self.lock.notify_all()
+            self._changed()
 
     def failed(self, thread_id: str, error: BaseException, successes: int) -> bool:
         """A flush of the thread failed with ``error``; ``successes`` counts the durable tier's successful calls
@@ -329,6 +441,8 @@ class DirtyLedger:
             if backlog is None:
                 return []
             self.nbytes -= backlog.nbytes
+            self.items -= len(backlog.items)
+            self._changed()
             return list(backlog.items)
 
     def newest_id(self, thread_id: str) -> str | None:
@@ -353,6 +467,8 @@ class DirtyLedger:
                     raise AssertionError(f"dirty bytes of {thread_id!r} drift")
                 if list(backlog.times) != sorted(backlog.times):
                     raise AssertionError(f"the unflushed writes of {thread_id!r} are out of order")
+            if self.items != sum(len(backlog.items) for backlog in self.threads.values()):
+                raise AssertionError("the count of unflushed writes drifts")
             if self.nbytes != sum(backlog.nbytes for backlog in self.threads.values()):
                 raise AssertionError("dirty bytes drift")
 
