@@ -351,3 +351,25 @@ def test_time_travel_with_a_small_hot_tier_is_never_refused(
 
     asyncio.run(main())
     assert tiered.stats().conflicts == 0
+
+
+def test_a_new_run_on_a_thread_another_process_deleted_is_no_conflict(tmp_path: Path) -> None:
+    """What this process knew of a thread does not make a fresh start on it a conflict once another process
+    deleted it; a fork from one of its old checkpoints is one (the thread it continues is gone)."""
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    where = str(tmp_path / "durable.sqlite")
+    here = TieredSaver(
+        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+    )
+    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    first = here.put(*child_of(here, "t", 1))
+    here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
+    there.delete_thread("t")
+    version = f"{9:032}.0"
+    here.put(config("t"), make_checkpoint({"x": 1}, {"x": version}), {"step": 1}, {"x": version})  # a new run
+    assert chain_of(open_durable("sqlite", where), "t") == ([1], 0)
+    there.delete_thread("t")
+    here.put(*child_of(here, "other", 8))  # "t" leaves this process's memory again
+    with pytest.raises(CheckpointConflictError, match="found none"):
+        here.put(first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
