@@ -125,8 +125,9 @@ def _stays_latest(
     latest (lock held): a namespace already hot (the engine's latest is the greatest id, as the durable tier's
     is), one the durable tier is known not to have, or a checkpoint newer than its parent and than the greatest
     id this process saw the durable tier hold there (``ResidencyLedger.ceiling``). A checkpoint whose id sorts
-    below those (a clock behind, or stepped back) would be the hot latest while the durable tier's is another:
-    it stays out of memory, and reads go to the durable tier.
+    below those (a clock behind, or stepped back) would be the hot latest while the durable tier's is another;
+    one put again under that greatest id would start a hot copy without the pending writes the durable tier
+    keeps for it: either stays out of memory, and reads go to the durable tier.
 
     Runtime complexity: O(1).
     """
@@ -136,8 +137,8 @@ def _stays_latest(
     if entry is not None and entry.all_namespaces and namespace not in entry.floors:
         return True
     ceiling = shared.residency.ceiling(thread_id, namespace)
-    if ceiling is not None and record.checkpoint_id < ceiling:
-        return False
+    if ceiling is not None and record.checkpoint_id <= ceiling:
+        return False  # equal: the id put again, whose durable writes a new hot copy would not hold
     parent_id = record.parent_id
     return parent_id is None or record.checkpoint_id > parent_id
 

@@ -1,0 +1,89 @@
+"""The differences from the durable saver alone that the random differential (``test_differential``) found, each
+as the smallest sequence that showed it: ``TieredSaver`` answers as a plain ``SqliteSaver`` fed the same
+operations does, in both write modes, sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from tests.support.helpers import config, make_checkpoint
+
+WRITE_MODES = ["through", "back"]
+METADATA: dict[str, Any] = {"source": "input", "step": 0}
+
+
+def sqlite() -> SqliteSaver:
+    return SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+
+
+@pytest.fixture(params=WRITE_MODES)
+def savers(request: pytest.FixtureRequest) -> Iterator[tuple[TieredSaver, SqliteSaver]]:
+    """A tiered saver whose hot tier holds one thread, and the plain saver it is compared with."""
+    tiered = TieredSaver(
+        sqlite(), config=InMemoryCheckpointConfig(max_threads=1), write=request.param, flush_interval_seconds=1e9
+    )
+    yield tiered, sqlite()
+    tiered.close()
+
+
+def answer(saver: Any, thread: str, checkpoint_id: str | None = None) -> Any:
+    item = saver.get_tuple(config(thread, "", checkpoint_id))
+    return None if item is None else (item.checkpoint["id"], item.parent_config, item.pending_writes)
+
+
+def put(saver: Any, thread: str, checkpoint_id: str, parent: str | None = None) -> None:
+    saver.put(config(thread, "", parent), make_checkpoint({}, {}, checkpoint_id), dict(METADATA), {})
+
+
+# --- a checkpoint id put twice -----------------------------------------------------------------------------------
+
+LEAVING_MEMORY: dict[str, Callable[[Any], None]] = {
+    "keep_latest": lambda saver: saver.prune(["t1"], strategy="keep_latest"),
+    "copy_into": lambda saver: saver.copy_thread("t3", "t1"),
+}
+
+
+@pytest.mark.parametrize("leave", LEAVING_MEMORY)
+def test_a_checkpoint_put_twice_keeps_its_writes_after_its_thread_left_memory(
+    savers: tuple[TieredSaver, SqliteSaver], leave: str
+) -> None:
+    """Found as: put X, writes on X, ``prune(keep_latest)`` (or a copy into the thread: it leaves memory), put X
+    again. The plain saver replaces X and keeps its writes; the tiered saver stored the new X hot as the start of
+    a new hot copy, without the writes the durable tier holds, and answered X with none."""
+    tiered, reference = savers
+    for saver in (tiered, reference):
+        put(saver, "t1", "1f01")
+        saver.put_writes(config("t1", "", "1f01"), [("messages", "hi")], "task-a")
+        if saver is tiered:
+            LEAVING_MEMORY[leave](saver)
+        put(saver, "t1", "1f01")
+    assert (
+        answer(tiered, "t1", "1f01")
+        == answer(reference, "t1", "1f01")
+        == ("1f01", None, [("task-a", "messages", "hi")])
+    )
+    assert answer(tiered, "t1") == answer(reference, "t1")
+    tiered.check()
+
+
+def test_a_checkpoint_put_twice_keeps_its_writes_async(savers: tuple[TieredSaver, SqliteSaver]) -> None:
+    """The same, through ``aput`` after ``aprune``."""
+    tiered, reference = savers
+
+    async def scenario() -> Any:
+        await tiered.aput(config("t1"), make_checkpoint({}, {}, "1f01"), dict(METADATA), {})
+        await tiered.aput_writes(config("t1", "", "1f01"), [("messages", "hi")], "task-a")
+        await tiered.aprune(["t1"], strategy="keep_latest")
+        await tiered.aput(config("t1"), make_checkpoint({}, {}, "1f01"), dict(METADATA), {})
+        return await tiered.aget_tuple(config("t1", "", "1f01"))
+
+    item = asyncio.run(scenario())
+    assert item is not None and item.pending_writes == [("task-a", "messages", "hi")]
