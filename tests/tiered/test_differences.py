@@ -74,6 +74,47 @@ def test_a_checkpoint_put_twice_keeps_its_writes_after_its_thread_left_memory(
     tiered.check()
 
 
+def test_a_copied_checkpoint_put_again_in_the_target_keeps_its_writes(savers: tuple[TieredSaver, SqliteSaver]) -> None:
+    """Put X with writes in s, ``copy_thread(s, t)``, put X again in t: this process never wrote X in t, so it did
+    not know the durable tier held it there, and the put started t's hot copy without X's writes. The reference
+    gets the copy through its own API (it has no ``copy_thread``)."""
+    tiered, reference = savers
+    for saver in (tiered, reference):
+        put(saver, "s", "1f01")
+        saver.put_writes(config("s", "", "1f01"), [("messages", "hi")], "task-a")
+    tiered.copy_thread("s", "t")
+    put(reference, "t", "1f01")
+    reference.put_writes(config("t", "", "1f01"), [("messages", "hi")], "task-a")
+    for saver in (tiered, reference):
+        put(saver, "t", "1f01")
+    assert (
+        answer(tiered, "t", "1f01") == answer(reference, "t", "1f01") == ("1f01", None, [("task-a", "messages", "hi")])
+    )
+    tiered.check()
+
+
+def test_a_checkpoint_below_the_hot_copy_put_again_keeps_its_writes(savers: tuple[TieredSaver, SqliteSaver]) -> None:
+    """Put X with writes, its child Y; another thread pushes t1 out; a read brings back its latest (Y) alone; put X
+    again. t1 was hot, so the put stored X in its hot copy, below what that copy holds of the durable tier and
+    without X's writes: a read of X answered with none, where ``list`` (read from the durable tier) had them."""
+    tiered, reference = savers
+    for saver in (tiered, reference):
+        put(saver, "t1", "1f01")
+        saver.put_writes(config("t1", "", "1f01"), [("messages", "hi")], "task-a")
+        put(saver, "t1", "1f02", parent="1f01")
+        put(saver, "t2", "1f03")
+        tiered.flush()
+        assert answer(saver, "t1") is not None
+        put(saver, "t1", "1f01")
+    assert (
+        answer(tiered, "t1", "1f01")
+        == answer(reference, "t1", "1f01")
+        == ("1f01", None, [("task-a", "messages", "hi")])
+    )
+    assert answer(tiered, "t1") == answer(reference, "t1")
+    tiered.check()
+
+
 def test_a_checkpoint_put_twice_keeps_its_writes_async(savers: tuple[TieredSaver, SqliteSaver]) -> None:
     """The same, through ``aput`` after ``aprune``."""
     tiered, reference = savers
