@@ -124,11 +124,12 @@ def _stays_latest(
     """Whether the hot tier may store the checkpoint and keep its latest of the namespace the durable tier's
     latest (lock held): a namespace already hot (the engine's latest is the greatest id, as the durable tier's
     is) unless the id sorts below the copy's floor there and is not hot (the durable tier may hold it, with
-    pending writes the copy lacks), one the durable tier is known not to have, or a checkpoint newer than its parent and than the greatest
-    id this process saw the durable tier hold there (``ResidencyLedger.ceiling``). A checkpoint whose id sorts
-    below those (a clock behind, or stepped back) would be the hot latest while the durable tier's is another;
-    one put again under that greatest id would start a hot copy without the pending writes the durable tier
-    keeps for it: either stays out of memory, and reads go to the durable tier.
+    pending writes the copy lacks), one the durable tier is known not to have, or a checkpoint newer than its
+    parent and than the greatest id this process saw the durable tier hold there (``ResidencyLedger.ceiling``,
+    raised by a copy into the thread too). A checkpoint whose id sorts below those (a clock behind, or stepped
+    back) would be the hot latest while the durable tier's is another; one put again under that greatest id
+    would start a hot copy without the pending writes the durable tier keeps for it: either stays out of memory,
+    and reads go to the durable tier.
 
     Runtime complexity: O(1).
     """

@@ -117,7 +117,7 @@ def test_a_checkpoint_below_the_hot_copy_put_again_keeps_its_writes(savers: tupl
 
 def test_a_checkpoint_put_twice_keeps_its_writes_async(savers: tuple[TieredSaver, SqliteSaver]) -> None:
     """The same, through ``aput`` after ``aprune``."""
-    tiered, reference = savers
+    tiered, _ = savers
 
     async def scenario() -> Any:
         await tiered.aput(config("t1"), make_checkpoint({}, {}, "1f01"), dict(METADATA), {})
