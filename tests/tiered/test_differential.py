@@ -1,14 +1,34 @@
 """A random differential: ``TieredSaver`` over a SQLite file answers every read as a plain ``SqliteSaver`` fed the
-same writes does, in both write modes, with a hot tier of one thread (threads leave memory all the time).
+same operations does, in both write modes, with a hot tier of one thread (threads leave memory all the time).
 
 A hypothesis state machine (the deterministic ``ci`` profile in CI, ``make soak`` for long runs) puts checkpoints
 (new threads and namespaces, children of the latest, forks from older ones, ids below the latest as a clock
-stepped back would make), pending writes (regular and special channels, mixed batches, task paths, repeated
-``(task_id, idx)``), deletes threads (again and again), evicts, flushes, and compares ``get_tuple`` (latest and by
-id) and ``list`` (with ``before``, ``limit`` and metadata filters) with the reference after every step.
+stepped back would make, an id put twice), pending writes (regular and special channels, mixed batches, task
+paths, repeated ``(task_id, idx)``), deletes threads (again and again, and by ``prune(strategy="delete")``),
+copies threads, prunes them (``keep_latest``, ``keep_last``), continues ids deleted or pruned since, evicts,
+flushes, and compares ``get_tuple`` (latest and by id) and ``list`` (with ``before``, ``limit`` and metadata
+filters) with the reference after every step.
 
-The one intended difference: a write continuing a thread deleted since is refused (``ThreadDeletedError``) where
-the plain saver brings the thread back; the machine checks the refusal is right and leaves the reference alone.
+"The durable saver alone" is ``SqliteSaver`` with what it lacks done through its own API or tables, as a user
+of it alone would, written here independently of the tiered saver's code:
+
+* ``copy_thread`` (it has none): every checkpoint of the source, oldest first, put again under the target with
+  its parent link and its pending writes, task by task (``put_again``);
+* ``prune(strategy="keep_latest")`` (it has none): the thread rewritten through the API, as the tiered saver
+  documents for a saver without ``prune``: read whole, deleted, each namespace's newest checkpoint put back
+  with its writes, its parent link cleared when the parent went (``rewrite``);
+* ``prune(strategy="keep_last")``: the rows of each namespace's older checkpoints and of their writes deleted
+  from its tables, a kept checkpoint whose parent went left with no parent (``remove_rows``: the retention
+  guide's rule). The metadata here has no ``parents`` and no ``DeltaChannel`` counts, so neither the subgraph
+  call rule nor kept ancestors apply;
+* ``prune(strategy="delete")``: ``delete_thread`` of each.
+
+The one intended difference: a write continuing a thread deleted since (its parent, or the checkpoint its
+pending writes go to, at or below the greatest id the thread held when deleted) is refused
+(``ThreadDeletedError``) where the plain saver brings the thread back; the machine checks the refusal is right
+and leaves the reference alone. A copy into the deleted thread that copies something writes it again on purpose,
+and ends the refusal (the plain saver's answers again); a copy of an empty or deleted source copies nothing and
+leaves the thread deleted, so its late writes are still refused.
 """
 
 from __future__ import annotations
