@@ -348,7 +348,7 @@ class TieredAnswersAsTheDurableSaver(RuleBasedStateMachine):
 
     @invariant()
     def every_checkpoint_reads_the_same_by_id(self) -> None:
-        for (thread, namespace), ids in self.ids.items():
+        for (thread, namespace), ids in [*self.ids.items(), *self.old.items()]:
             for checkpoint_id in ids[-3:]:
                 located = config(thread, namespace, checkpoint_id)
                 assert summary(self.tiered.get_tuple(located)) == summary(self.reference.get_tuple(located))
