@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, ThreadDeletedError, TieredSaver
 from tests.support.helpers import config, make_checkpoint
 
 WRITE_MODES = ["through", "back"]
@@ -128,3 +128,44 @@ def test_a_checkpoint_put_twice_keeps_its_writes_async(savers: tuple[TieredSaver
 
     item = asyncio.run(scenario())
     assert item is not None and item.pending_writes == [("task-a", "messages", "hi")]
+
+
+# --- a copy into a deleted thread --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delete", ["delete_thread", "prune"])
+def test_a_copy_that_revives_a_deleted_thread_takes_its_earlier_ids(
+    savers: tuple[TieredSaver, SqliteSaver], delete: str
+) -> None:
+    """Delete t (or prune it with ``strategy="delete"``), copy a thread holding checkpoints into it: t was written
+    again on purpose, so a put or writes continuing an id from before the deletion are taken, as the plain saver
+    takes them (the reference gets the copy through its own API)."""
+    tiered, reference = savers
+    for saver in (tiered, reference):
+        put(saver, "t", "1f01")
+        put(saver, "s", "1f02")
+        saver.delete_thread("t")
+    if delete == "prune":
+        tiered.prune(["t"], strategy="delete")
+    tiered.copy_thread("s", "t")
+    put(reference, "t", "1f02")
+    for saver in (tiered, reference):
+        saver.put_writes(config("t", "", "1f01"), [("messages", "late")], "task-a")
+        put(saver, "t", "1f03", parent="1f01")
+    assert answer(tiered, "t") == answer(reference, "t") == ("1f03", config("t", "", "1f01"), [])
+    assert [item.config for item in tiered.list(config("t"))] == [item.config for item in reference.list(config("t"))]
+
+
+def test_a_copy_of_nothing_leaves_a_deleted_thread_deleted(savers: tuple[TieredSaver, SqliteSaver]) -> None:
+    """The documented difference: a copy of an empty source copies nothing, so the deleted thread's late writes are
+    still refused (``ThreadDeletedError``) and nothing is written, where the plain saver would bring it back."""
+    tiered, _ = savers
+    put(tiered, "t", "1f01")
+    tiered.delete_thread("t")
+    tiered.copy_thread("empty", "t")
+    with pytest.raises(ThreadDeletedError):
+        tiered.put_writes(config("t", "", "1f01"), [("messages", "late")], "task-a")
+    with pytest.raises(ThreadDeletedError):
+        put(tiered, "t", "1f02", parent="1f01")
+    tiered.flush()
+    assert answer(tiered, "t") is None and answer(tiered.durable, "t") is None
