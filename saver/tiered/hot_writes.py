@@ -123,21 +123,30 @@ def _stays_latest(
 ) -> bool:
     """Whether the hot tier may store the checkpoint and keep its latest of the namespace the durable tier's
     latest (lock held): a namespace already hot (the engine's latest is the greatest id, as the durable tier's
-    is), one the durable tier is known not to have, or a checkpoint newer than its parent and than the greatest
-    id this process saw the durable tier hold there (``ResidencyLedger.ceiling``). A checkpoint whose id sorts
-    below those (a clock behind, or stepped back) would be the hot latest while the durable tier's is another:
-    it stays out of memory, and reads go to the durable tier.
+    is) unless the id sorts below the copy's floor there and is not hot (the durable tier may hold it, with
+    pending writes the copy lacks), one the durable tier is known not to have, or a checkpoint newer than its
+    parent and than the greatest id this process saw the durable tier hold there (``ResidencyLedger.ceiling``,
+    raised by a copy into the thread too). A checkpoint whose id sorts below those (a clock behind, or stepped
+    back) would be the hot latest while the durable tier's is another; one put again under that greatest id
+    would start a hot copy without the pending writes the durable tier keeps for it: either stays out of memory,
+    and reads go to the durable tier.
 
     Runtime complexity: O(1).
     """
-    if was_alive and store.newest_id(thread_id, namespace) is not None:
-        return True
+    newest = store.newest_id(thread_id, namespace) if was_alive else None
+    if newest is not None:
+        if record.checkpoint_id >= newest or store.holds_checkpoint(thread_id, namespace, record.checkpoint_id):
+            return True
+        # below the hot copy's newest and not in it: a new id where the copy holds every durable one, else perhaps
+        # an id put again, whose pending writes the durable tier keeps and the copy would not hold
+        hot = shared.residency.lookup(thread_id, True)
+        return hot is not None and hot.holds(namespace, record.checkpoint_id)
     entry = shared.residency.lookup(thread_id, was_alive)
     if entry is not None and entry.all_namespaces and namespace not in entry.floors:
         return True
     ceiling = shared.residency.ceiling(thread_id, namespace)
-    if ceiling is not None and record.checkpoint_id < ceiling:
-        return False
+    if ceiling is not None and record.checkpoint_id <= ceiling:
+        return False  # equal: the id put again, whose durable writes a new hot copy would not hold
     parent_id = record.parent_id
     return parent_id is None or record.checkpoint_id > parent_id
 

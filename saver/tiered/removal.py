@@ -116,10 +116,12 @@ def copy_thread(tiers: Tiers, source_thread_id: str, target_thread_id: str) -> N
     flush_thread(tiers, source)
     flush_thread(tiers, target)
     with tiers.shared.gates.sharing(target):
-        copied = bool(tiers.durable.list({"configurable": {"thread_id": source}}, limit=1))
+        newest = _newest_id(tiers.durable.list({"configurable": {"thread_id": source}}, limit=1))
         tiers.durable.copy_thread(source, target)
-    if copied:
+    if newest is not None:
         tiers.shared.deleted.forget(target)  # written on purpose again: its new checkpoints are welcome
+        with tiers.shared.hot.store.exclusive():  # the target holds the copied ids now, with their writes
+            tiers.shared.residency.raise_ceiling(target, None, newest)
     leave_memory(tiers.shared, {target}, [])
 
 

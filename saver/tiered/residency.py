@@ -125,7 +125,8 @@ class ResidencyLedger:
         # (thread, namespace) to the greatest checkpoint id this process saw the durable tier hold there (written or
         # admitted), outliving the thread's hot copy: a put starting a new hot copy must sort above it to become
         # the hot latest (a clock behind, or stepped back, makes ids that sort below)
-        self.ceilings: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # the key (thread, None) holds a ceiling for every namespace of the thread (a copy into it)
+        self.ceilings: OrderedDict[tuple[str, str | None], str] = OrderedDict()
         # (thread, namespace, checkpoint) whose pending writes a read-through admitted with made-up indexes and
         # task paths (a durable saver whose tables are not read): a later write to it is not kept hot
         self.inexact: OrderedDict[tuple[str, str, str], None] = OrderedDict()
@@ -148,10 +149,14 @@ class ResidencyLedger:
 
         Runtime complexity: O(1).
         """
-        return self.ceilings.get((thread_id, namespace)) if self.ceilings else None
+        if not self.ceilings:
+            return None
+        own, every = self.ceilings.get((thread_id, namespace)), self.ceilings.get((thread_id, None))
+        return own if every is None else every if own is None else max(own, every)
 
-    def raise_ceiling(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
-        """The durable tier holds ``checkpoint_id`` in the namespace (a write of it, or a read that found it).
+    def raise_ceiling(self, thread_id: str, namespace: str | None, checkpoint_id: str) -> None:
+        """The durable tier holds ``checkpoint_id`` in the namespace (a write of it, or a read that found it); in
+        some namespace of the thread, for ``None`` (a copy into the thread, whose namespaces are not read).
 
         Runtime complexity: O(1) amortized.
         """
