@@ -73,7 +73,7 @@ from langgraph.checkpoint.base import (
 from ..config import InMemoryCheckpointConfig
 from ..engine import StoreLimits, WriteRecord
 from ..locations import configurable
-from .durable_format import Newest, format_of
+from .backends import Newest, SchemaMismatchError, format_of
 from .landing import Landings
 from .writeback import refuses_the_data
 
@@ -219,7 +219,8 @@ class DurableTier:
         landings: Where each ``put`` under way is flown, for retention's discovery (shared by a saver's copies).
 
     Raises:
-        ValueError: ``saver`` is not a ``BaseCheckpointSaver``.
+        ValueError: ``saver`` is not a ``BaseCheckpointSaver``; ``SchemaMismatchError`` (a ``ValueError``): its
+            tables differ from those its backend declares (``backends``).
     """
 
     def __init__(
@@ -240,6 +241,12 @@ class DurableTier:
         self.native = {operation: self._has(operation) for operation in ("delete_thread", *OPTIONAL_OPERATIONS)}
         self.format = format_of(saver)
         self.landings = Landings() if landings is None else landings
+        try:  # the tables checked before any SQL of ours runs on them (where it can be now; else at the first use)
+            self.format.verify_now(saver)
+        except SchemaMismatchError:
+            raise
+        except Exception:
+            pass
 
     @property
     def name(self) -> str:

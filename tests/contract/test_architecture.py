@@ -26,14 +26,16 @@ PACKAGES = {
     "saver": ROOT / "saver",
     "tiered": ROOT / "saver" / "tiered",
     "retention": ROOT / "saver" / "tiered" / "retention",
+    "backends": ROOT / "saver" / "tiered" / "backends",
 }
 ABSOLUTE = {
     "engine": "langgraph.checkpoint.bounded.engine.",
     "saver": "langgraph.checkpoint.bounded.",
     "tiered": "",
     "retention": "",
+    "backends": "",
 }
-SUBPACKAGES = {"tiered": {"retention"}}  # a folder of a room: one module of it, whose files' imports are its own
+SUBPACKAGES = {"tiered": {"retention", "backends"}}  # a folder of a room: one module of it, whose files' imports are its own
 
 ENGINE_LAYERS = [
     {"__init__"},  # the package's exports
@@ -62,15 +64,22 @@ TIERED_LAYERS = [
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
-    {"durable_format", "pools", "writeback", "residency", "coordination", "landing"},  # leaves
+    {"backends", "pools", "writeback", "residency", "coordination", "landing"},  # leaves (backends: a folder)
 ]
 RETENTION_LAYERS = [
     {"__init__"},
     {"sweep"},  # passes: finding due threads, a bounded number a pass
     {"threads", "resumes"},  # one thread's removal in both tiers; a resume of a thread it deleted, refused
     {"plan", "waiting"},  # what a prune removes, from ids alone; threads waiting at an interrupt
-    {"storage", "policy"},  # the SQL, run in one transaction; the policy
+    {"policy"},  # the policy
     {"ids"},  # the time inside a checkpoint id
+]
+BACKEND_LAYERS = [
+    {"__init__"},  # the exports, and backend_for
+    {"sqlite", "postgres"},  # one module per SQL saver family
+    {"sql"},  # what they share: the statements, their drivers, the schema check
+    {"generic"},  # any other saver, through its API; InMemorySaver
+    {"base"},  # the interface and its values
 ]
 MAY_IMPORT_TIERED = {"__init__", "serving", "metrics", "cli"}  # saver/ modules that are not the memory saver
 
@@ -161,11 +170,17 @@ def test_every_tiered_module_has_a_layer() -> None:
     placed = set().union(*TIERED_LAYERS)
     assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} | SUBPACKAGES["tiered"] == placed
     assert {path.stem for path in PACKAGES["retention"].glob("*.py")} == set().union(*RETENTION_LAYERS)
+    assert {path.stem for path in PACKAGES["backends"].glob("*.py")} == set().union(*BACKEND_LAYERS)
 
 
 @pytest.mark.parametrize(
     ("package", "layers"),
-    [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS), ("retention", RETENTION_LAYERS)],
+    [
+        ("engine", ENGINE_LAYERS),
+        ("tiered", TIERED_LAYERS),
+        ("retention", RETENTION_LAYERS),
+        ("backends", BACKEND_LAYERS),
+    ],
 )
 def test_modules_import_only_from_lower_layers(package: str, layers: list[set[str]]) -> None:
     layer = {module: depth for depth, modules in enumerate(layers) for module in modules}
