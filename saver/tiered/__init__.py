@@ -52,6 +52,7 @@ The modules, from the public face down (imports run one way):
   puts, and the saver's own worker pools.
 """
 
+from .backends import SchemaMismatchError
 from .saver import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
@@ -84,6 +85,7 @@ __all__ = [
     "Oversize",
     "RetentionPolicy",
     "RetentionStats",
+    "SchemaMismatchError",
     "SweepReport",
     "ThreadDeletedError",
     "TieredSaver",
