@@ -9,7 +9,8 @@ racing updates kept, with the durable savers alone as well). ``put_if_newest`` m
 insert one step: exactly one racer stores its child; the others get ``CheckpointConflictError``,
 naming the thread, with nothing written, and read the thread again.
 
-How, per saver. The check and the saver's own ``put`` run in one transaction on the saver's own
+How, per saver (the code is each backend's ``put_if_newest``: ``backends/sqlite.py``,
+``backends/postgres.py``). The check and the saver's own ``put`` run in one transaction on the saver's own
 connection, behind a lock every conditional put of that namespace takes, in every process:
 
 * ``SqliteSaver`` and ``AsyncSqliteSaver``: ``BEGIN IMMEDIATE`` takes SQLite's write lock (one per

@@ -26,7 +26,7 @@ write's ``task_path`` (the public API does not expose it).
 
 ``newest`` answers the coherence check of ``coherence="validate"``: the newest
 checkpoint id of a namespace and a digest of its pending writes, by one indexed
-query where the saver's format reads its tables (``durable_format``: SQLite,
+query where the saver's backend reads its tables (``backends``: SQLite,
 PostgreSQL and ``InMemorySaver``, sync or async), else by a ``get_tuple``;
 ``exact_writes`` reads pending writes as stored, for read-throughs to admit.
 
@@ -409,7 +409,7 @@ class DurableTier:
     def newest(self, thread_id: str, namespace: str) -> Newest:
         """The newest checkpoint id of a namespace and a digest of its pending writes (the coherence check).
 
-        One indexed query where the format reads the saver's tables (``durable_format``), else a ``get_tuple``.
+        One indexed query where the backend reads the saver's tables (``backends``), else a ``get_tuple``.
         Runtime complexity: one round trip.
         """
         form = self.format

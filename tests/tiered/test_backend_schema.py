@@ -149,6 +149,29 @@ def test_a_sqlite_saver_with_the_installed_tables_is_accepted(tmp_path: Path) ->
     assert count_rows(path, "checkpoints") == 2
 
 
+WRITES_BEFORE_TASK_PATH = """
+CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
+CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT, value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx));
+"""
+
+
+def test_a_sqlite_database_older_than_task_path_is_accepted_once_setup_migrates_it(tmp_path: Path) -> None:
+    """``SqliteSaver.setup()`` adds ``writes.task_path`` to an older database: not a mismatch at construction
+    (before the saver's set-up), checked at the first use, after it."""
+    path = tmp_path / "older.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript(WRITES_BEFORE_TASK_PATH)
+    saver = TieredSaver(SqliteSaver(sqlite3.connect(path, check_same_thread=False)), conditional_writes=True)
+    put_chain(saver, "t", 1)
+    assert count_rows(path, "checkpoints") == 1
+    written = sqlite_tables(path)["writes"]
+    assert written is not None and "task_path" in written.columns
+
+
 def test_tables_made_after_construction_are_checked_at_the_first_conditional_put(tmp_path: Path) -> None:
     """No tables at construction (``setup()`` not called yet): the check waits for our first SQL."""
     path = tmp_path / "later.db"

@@ -85,8 +85,8 @@ SCHEMA: Mapping[str, Table] = {
         ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
     ),
 }
-"""The tables ``PostgresSaver.setup()`` leaves (langgraph-checkpoint-postgres 2 and 3, every migration run):
-column -> (``information_schema`` data type, NOT NULL), and the primary key."""
+"""The tables ``PostgresSaver.setup()`` leaves once every migration ran (langgraph-checkpoint-postgres 3.x, which
+the tests run): column -> (``information_schema`` data type, NOT NULL), and the primary key."""
 
 _NEWEST_ID = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
