@@ -2,8 +2,11 @@
 
 The generic format: metadata as given, every filtered list read from the durable tier, pending writes admitted
 in the order the saver returned them (and a checkpoint admitted so is not kept hot once more writes land on it),
-and the coherence check made by a ``get_tuple``. No SQL: retention removes through the API (``durable``'s
-emulations), and conditional puts are refused (no atomic check-and-put across processes through the API).
+and the coherence check made by a ``get_tuple``. No SQL: conditional puts are refused (no atomic check-and-put
+across processes through the API), and retention reads the saver through its API (``list(None)``, every
+checkpoint, once per pass) and deletes idle threads with ``delete_thread``; ``keep_last`` and ``keep_latest``
+over it rewrite the thread (``durable``'s emulation, which a crash can interrupt), so the policy refuses them
+unless the saver is ``InMemorySaver`` (in-process: a crash loses it whole anyway).
 
 ``InMemorySaver`` keeps metadata as given (msgpack), filters by Python equality, and its dicts answer the
 coherence check and a write's index and task path directly.

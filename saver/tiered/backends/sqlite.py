@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
 from ...engine import WriteRecord
-from .base import INDEX, INDEX_COLUMNS, ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
+from .base import ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
 from .generic import python_filter
 from .sql import SqlBackend, SqlDialect, by_checkpoint, drive_async, drive_sync, presented, scalar, view
 
@@ -80,11 +80,6 @@ class SqliteDialect(SqlDialect):
     # which it prefers to retention's index without ANALYZE statistics: that would read every row.
     not_by_key = "+"
     real = "REAL"
-
-    def create_index(self) -> Plan[None]:
-        """Create the index retention finds due threads with: checkpoint ids (times) first, their threads and
-        namespaces beside, so a window's page reads the index alone (run outside a transaction)."""
-        yield f"CREATE INDEX IF NOT EXISTS {INDEX} ON checkpoints {INDEX_COLUMNS}", ()
 
     def table_exists(self, table: str) -> Plan[bool]:
         rows = yield "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)

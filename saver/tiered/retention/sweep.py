@@ -9,7 +9,7 @@ the engine's lock never held across the durable call); one that fails is
 counted and left for the next pass, and the pass goes on.
 
 Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
-(times: ``ids``), read on retention's index (``storage``) a page of threads
+(times: ``ids``), read on retention's index (``backends``) a page of threads
 at a time:
 
 * idle: the threads with a checkpoint in ``[start, cutoff)`` and none after,

@@ -3,7 +3,7 @@
 A thread's removal holds its gate alone (``coordination.ThreadGates``): the
 writes and flushes of the thread under way in this process finish first, and
 new ones wait for the removal, which is one transaction of the durable
-database (``storage``) for SQLite and PostgreSQL. Then the hot tier lets go:
+database (``backends``) for SQLite and PostgreSQL. Then the hot tier lets go:
 
 * a thread deleted whole leaves memory and is remembered as deleted, and why
   (``removal.forget_deleted``), as ``delete_thread`` does, so a late write
