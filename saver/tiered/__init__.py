@@ -20,7 +20,7 @@ loss: it is still durable, and the next read brings it back.
   writing (a thread another process deleted is refused, not revived).
 * Reads: a hot hit is served from memory; a miss reads the durable tier (one
   read per key for callers no write came between) and admits what it read, as
-  the durable saver stores it (``durable_format``).
+  the durable saver stores it (its backend's format: ``backends``).
 * Removals act on both tiers; a deleted thread never comes back.
 * No durable round trip happens with the engine's lock held, and no work goes
   to an event loop's default executor (``pools``).
@@ -47,11 +47,19 @@ The modules, from the public face down (imports run one way):
 * ``writeback``, ``residency``, ``coordination``, ``landing``: the ledger of
   unflushed writes, what a hot copy holds, how callers keep out of each
   other's way, the durable puts under way (which retention's discovery waits for);
-* ``durable``, ``durable_format``, ``conditional``, ``pools``: the durable
-  saver called on either side, how each one stores and answers, conditional
-  puts, and the saver's own worker pools.
+* ``durable``, ``conditional``, ``pools``: the durable saver called on either
+  side, conditional puts, and the saver's own worker pools;
+* ``backends``: each durable saver family in one file (a folder), the only
+  place with SQL or a durable saver's connection: ``sqlite`` (``SqliteSaver``,
+  ``AsyncSqliteSaver``), ``postgres`` (``PostgresSaver``, ``AsyncPostgresSaver``:
+  one connection, pipeline, pool), ``generic`` (any other saver, through its
+  API, and ``InMemorySaver``), ``sql`` (what the two SQL families share), behind
+  ``base.Backend`` and ``backend_for(saver)``. Each SQL family declares its
+  tables (``SCHEMA``), checked against the saver's before our SQL first runs
+  (``SchemaMismatchError``).
 """
 
+from .backends import SchemaMismatchError
 from .saver import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
@@ -84,6 +92,7 @@ __all__ = [
     "Oversize",
     "RetentionPolicy",
     "RetentionStats",
+    "SchemaMismatchError",
     "SweepReport",
     "ThreadDeletedError",
     "TieredSaver",

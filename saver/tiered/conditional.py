@@ -9,7 +9,8 @@ racing updates kept, with the durable savers alone as well). ``put_if_newest`` m
 insert one step: exactly one racer stores its child; the others get ``CheckpointConflictError``,
 naming the thread, with nothing written, and read the thread again.
 
-How, per saver. The check and the saver's own ``put`` run in one transaction on the saver's own
+How, per saver (the code is each backend's ``put_if_newest``: ``backends/sqlite.py``,
+``backends/postgres.py``). The check and the saver's own ``put`` run in one transaction on the saver's own
 connection, behind a lock every conditional put of that namespace takes, in every process:
 
 * ``SqliteSaver`` and ``AsyncSqliteSaver``: ``BEGIN IMMEDIATE`` takes SQLite's write lock (one per
@@ -94,13 +95,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import datetime
 import functools
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -108,8 +108,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import UUID as LangGraphUUID
 
+from .backends import backend_for, kind_of
 from .durable import DURABLE_CALL_SECONDS, DurableSideError
-from .durable_format import kind_of
 from .pools import in_durable_pool
 
 __all__ = [
@@ -124,18 +124,9 @@ __all__ = [
 S = TypeVar("S")
 
 Kind = Literal["sqlite", "async_sqlite", "postgres", "async_postgres"]
+_SYNC = ("sqlite", "postgres")
 
 
-_NEWEST_ID_SQLITE = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_NEWEST_ID_POSTGRES = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_BEGIN_POSTGRES = "BEGIN ISOLATION LEVEL READ COMMITTED"
-_LOCK_POSTGRES = "SELECT pg_advisory_xact_lock(%s)"
 _LOCK_KEY_PERSON = b"lg-put-if-newest"  # blake2b's personalization: these keys differ from other uses' hashes
 
 
@@ -269,25 +260,7 @@ def conditional_support(saver: BaseCheckpointSaver[Any]) -> str | None:
     and ``AsyncPostgresSaver`` (one connection or a pool; a single connection must be in autocommit
     mode, as LangGraph's Postgres savers require). Runtime complexity: O(1).
     """
-    kind = _kind(saver)
-    name = type(saver).__name__
-    if kind is None:
-        return (
-            f"{name} offers no atomic check-and-put across processes through its API: conditional writes need "
-            f"SqliteSaver, AsyncSqliteSaver, PostgresSaver or AsyncPostgresSaver as the durable saver"
-        )
-    connection: Any = getattr(saver, "conn", None)
-    if kind == "sqlite" and getattr(connection, "autocommit", None) is False:
-        return (
-            f"{name}'s sqlite3 connection was opened with autocommit=False, which keeps a transaction open at "
-            f"all times, so BEGIN IMMEDIATE cannot take the write lock: open it with the default transaction control"
-        )
-    if kind in ("postgres", "async_postgres") and getattr(connection, "autocommit", True) is False:
-        return (
-            f"{name}'s connection is not in autocommit mode (LangGraph's Postgres savers need autocommit=True): "
-            f"a conditional put would run inside a transaction it cannot end, and hold its lock"
-        )
-    return None
+    return backend_for(saver).conditional_problem(saver)
 
 
 def _supported(saver: BaseCheckpointSaver[Any]) -> Kind:
@@ -297,204 +270,6 @@ def _supported(saver: BaseCheckpointSaver[Any]) -> Kind:
     kind = _kind(saver)
     assert kind is not None
     return kind
-
-
-def _view(saver: S, **fields: Any) -> S:
-    """A shallow copy of the saver with some attributes replaced (its lock, its connection, its serde)."""
-    view = copy.copy(saver)
-    vars(view).update(fields)
-    return view
-
-
-class _Serialized:
-    """The saver's serde, except that it hands back bytes already made for one object (the checkpoint).
-
-    So that SQLite's put serializes nothing while the file's write lock is held; anything else is
-    serialized by the saver's own serde, as ever.
-    """
-
-    def __init__(self, serde: Any, value: object, serialized: tuple[str, bytes]) -> None:
-        self._serde = serde
-        self._value = value
-        self._serialized = serialized
-
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        if obj is self._value:
-            return self._serialized
-        result: tuple[str, bytes] = self._serde.dumps_typed(obj)
-        return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._serde, name)
-
-
-def _presented(saver: Any, call: _Put) -> Any:
-    return _Serialized(saver.serde, call.checkpoint, saver.serde.dumps_typed(call.checkpoint))
-
-
-# --- SQLite ----------------------------------------------------------------------------------------------
-
-
-def _sqlite_put(saver: Any, call: _Put) -> RunnableConfig:
-    serde = _presented(saver, call)
-    with saver.cursor(transaction=False) as cursor:  # the saver's lock, and its set-up on first use
-        connection = saver.conn
-        if connection.in_transaction:
-            connection.commit()  # left open by someone else: the saver's own next write would commit it too
-        cursor.execute("BEGIN IMMEDIATE")
-        try:
-            row = cursor.execute(_NEWEST_ID_SQLITE, (call.thread_id, call.namespace)).fetchone()
-            call.check(None if row is None else str(row[0]))
-            stored: RunnableConfig = _view(saver, lock=contextlib.nullcontext(), serde=serde).put(
-                call.config, call.checkpoint, call.metadata, call.new_versions
-            )
-            if connection.in_transaction:  # where the put's commit() does nothing (Python 3.12's autocommit=True)
-                cursor.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                cursor.execute("ROLLBACK")
-            raise
-    return stored
-
-
-async def _async_sqlite_put(saver: Any, call: _Put) -> RunnableConfig:
-    serde = _presented(saver, call)
-    await saver.setup()  # takes the saver's lock: before this function takes it
-    async with saver.lock:
-        connection = saver.conn
-        if connection.in_transaction:
-            await connection.commit()
-        await (await connection.execute("BEGIN IMMEDIATE")).close()
-        try:
-            async with connection.execute(_NEWEST_ID_SQLITE, (call.thread_id, call.namespace)) as cursor:
-                row = await cursor.fetchone()
-            call.check(None if row is None else str(row[0]))
-            stored: RunnableConfig = await _view(saver, lock=contextlib.nullcontext(), serde=serde).aput(
-                call.config, call.checkpoint, call.metadata, call.new_versions
-            )
-            if connection.in_transaction:
-                await connection.commit()
-        except BaseException:
-            if connection.in_transaction:
-                await connection.rollback()
-            raise
-    return stored
-
-
-# --- PostgreSQL ------------------------------------------------------------------------------------------
-
-
-def _not_idle(saver: Any) -> RuntimeError:
-    return RuntimeError(
-        f"{type(saver).__name__}'s connection is inside a transaction already: a conditional put needs a "
-        f"connection in autocommit mode (autocommit=True, as LangGraph's Postgres savers require)"
-    )
-
-
-@contextlib.contextmanager
-def _postgres_cursor(saver: Any) -> Iterator[Any]:
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
-
-    if isinstance(saver.conn, ConnectionPool):
-        # A connection of the pool for this call alone: the saver's lock, which a plain put takes even with
-        # a pool, is not needed, so a wait for another process's conditional put holds up no other call here.
-        with saver.conn.connection() as connection, connection.cursor(binary=True, row_factory=dict_row) as cursor:
-            yield cursor
-    else:
-        with saver._cursor() as cursor:  # the saver's lock: its one connection is shared
-            yield cursor
-
-
-@contextlib.asynccontextmanager
-async def _async_postgres_cursor(saver: Any) -> AsyncIterator[Any]:
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
-
-    if isinstance(saver.conn, AsyncConnectionPool):
-        async with (
-            saver.conn.connection() as connection,
-            connection.cursor(binary=True, row_factory=dict_row) as cursor,
-        ):
-            yield cursor
-    else:
-        async with saver._cursor() as cursor:
-            yield cursor
-
-
-def _postgres_put(saver: Any, call: _Put) -> RunnableConfig:
-    from psycopg import Error
-    from psycopg.pq import TransactionStatus
-
-    with _postgres_cursor(saver) as cursor:
-        connection = cursor.connection
-        if saver.pipe is not None:
-            saver.pipe.sync()  # as PostgresSaver.prune: the transaction must not take in statements queued before
-        if connection.info.transaction_status != TransactionStatus.IDLE:
-            raise _not_idle(saver)
-        try:
-            # One round trip: BEGIN, the lock, the read. The SELECT takes its snapshot when it starts, after
-            # the lock was granted. Statements, not connection.transaction(): that costs a round trip of its own.
-            with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
-                cursor.execute(_BEGIN_POSTGRES)
-                cursor.execute(_LOCK_POSTGRES, (call.lock_key,))
-                cursor.execute(_NEWEST_ID_POSTGRES, (call.thread_id, call.namespace))
-            row = cursor.fetchone()  # the last statement's result
-            call.check(None if row is None else str(row["checkpoint_id"]))
-            stored: RunnableConfig = _view(saver, lock=contextlib.nullcontext(), conn=connection).put(
-                call.config, call.checkpoint, call.metadata, call.new_versions
-            )
-            connection.commit()
-        except CheckpointConflictError:
-            # Nothing was written: COMMIT ends the transaction as well as ROLLBACK, and spares psycopg's
-            # rollback() bookkeeping, which deallocates every statement the connection prepared.
-            connection.commit()
-            raise
-        except BaseException:
-            if not connection.closed:
-                with contextlib.suppress(Error):  # a broken connection: the end of its session releases the lock
-                    connection.rollback()
-            raise
-    return stored
-
-
-async def _async_postgres_put(saver: Any, call: _Put) -> RunnableConfig:
-    from psycopg import Error
-    from psycopg.pq import TransactionStatus
-
-    async with _async_postgres_cursor(saver) as cursor:
-        connection = cursor.connection
-        if saver.pipe is not None:
-            await saver.pipe.sync()
-        if connection.info.transaction_status != TransactionStatus.IDLE:
-            raise _not_idle(saver)
-        try:
-            async with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
-                await cursor.execute(_BEGIN_POSTGRES)
-                await cursor.execute(_LOCK_POSTGRES, (call.lock_key,))
-                await cursor.execute(_NEWEST_ID_POSTGRES, (call.thread_id, call.namespace))
-            row = await cursor.fetchone()
-            call.check(None if row is None else str(row["checkpoint_id"]))
-            stored: RunnableConfig = await _view(saver, lock=contextlib.nullcontext(), conn=connection).aput(
-                call.config, call.checkpoint, call.metadata, call.new_versions
-            )
-            await connection.commit()
-        except CheckpointConflictError:
-            await connection.commit()
-            raise
-        except BaseException:
-            if not connection.closed:
-                with contextlib.suppress(Error):
-                    await connection.rollback()
-            raise
-    return stored
-
-
-_SYNC: dict[Kind, Callable[[Any, _Put], RunnableConfig]] = {"sqlite": _sqlite_put, "postgres": _postgres_put}
-_ASYNC: dict[Kind, Callable[[Any, _Put], Coroutine[Any, Any, RunnableConfig]]] = {
-    "async_sqlite": _async_sqlite_put,
-    "async_postgres": _async_postgres_put,
-}
 
 
 # --- the two sides ---------------------------------------------------------------------------------------
@@ -554,8 +329,9 @@ def put_if_newest(
     """
     kind = _supported(saver)
     call = _put(config, checkpoint, metadata, new_versions, expected)
+    backend = backend_for(saver)
     if kind in _SYNC:
-        return _SYNC[kind](saver, call)
+        return backend.put_if_newest(saver, call)
     loop = _own_loop(saver)
     if _running_loop() is loop:
         raise DurableSideError(
@@ -563,7 +339,7 @@ def put_if_newest(
         )
     if loop.is_closed():
         raise DurableSideError(f"the event loop {type(saver).__name__} was made on is closed: it cannot be called")
-    future = asyncio.run_coroutine_threadsafe(_ASYNC[kind](saver, call), loop)
+    future = asyncio.run_coroutine_threadsafe(backend.aput_if_newest(saver, call), loop)
     try:
         return future.result(DURABLE_CALL_SECONDS)
     except TimeoutError:
@@ -606,11 +382,11 @@ async def aput_if_newest(
     """
     kind = _supported(saver)
     call = _put(config, checkpoint, metadata, new_versions, expected)
+    backend = backend_for(saver)
     if kind in _SYNC:
-        sync = _SYNC[kind]
-        return await in_durable_pool(lambda: sync(saver, call))
+        return await in_durable_pool(lambda: backend.put_if_newest(saver, call))
     loop = _own_loop(saver)
-    native = _ASYNC[kind](saver, call)
+    native = backend.aput_if_newest(saver, call)
     if _running_loop() is loop:
         return await native
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(native, loop))

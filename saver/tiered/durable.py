@@ -26,7 +26,7 @@ write's ``task_path`` (the public API does not expose it).
 
 ``newest`` answers the coherence check of ``coherence="validate"``: the newest
 checkpoint id of a namespace and a digest of its pending writes, by one indexed
-query where the saver's format reads its tables (``durable_format``: SQLite,
+query where the saver's backend reads its tables (``backends``: SQLite,
 PostgreSQL and ``InMemorySaver``, sync or async), else by a ``get_tuple``;
 ``exact_writes`` reads pending writes as stored, for read-throughs to admit.
 
@@ -73,7 +73,7 @@ from langgraph.checkpoint.base import (
 from ..config import InMemoryCheckpointConfig
 from ..engine import StoreLimits, WriteRecord
 from ..locations import configurable
-from .durable_format import Newest, format_of
+from .backends import Newest, SchemaMismatchError, format_of
 from .landing import Landings
 from .writeback import refuses_the_data
 
@@ -219,7 +219,8 @@ class DurableTier:
         landings: Where each ``put`` under way is flown, for retention's discovery (shared by a saver's copies).
 
     Raises:
-        ValueError: ``saver`` is not a ``BaseCheckpointSaver``.
+        ValueError: ``saver`` is not a ``BaseCheckpointSaver``; ``SchemaMismatchError`` (a ``ValueError``): its
+            tables differ from those its backend declares (``backends``).
     """
 
     def __init__(
@@ -240,6 +241,12 @@ class DurableTier:
         self.native = {operation: self._has(operation) for operation in ("delete_thread", *OPTIONAL_OPERATIONS)}
         self.format = format_of(saver)
         self.landings = Landings() if landings is None else landings
+        try:  # the tables checked before any SQL of ours runs on them (where it can be now; else at the first use)
+            self.format.verify_now(saver)
+        except SchemaMismatchError:
+            raise
+        except Exception:
+            pass
 
     @property
     def name(self) -> str:
@@ -402,7 +409,7 @@ class DurableTier:
     def newest(self, thread_id: str, namespace: str) -> Newest:
         """The newest checkpoint id of a namespace and a digest of its pending writes (the coherence check).
 
-        One indexed query where the format reads the saver's tables (``durable_format``), else a ``get_tuple``.
+        One indexed query where the backend reads the saver's tables (``backends``), else a ``get_tuple``.
         Runtime complexity: one round trip.
         """
         form = self.format

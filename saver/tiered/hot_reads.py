@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from .. import codec
 from ..engine import CheckpointView
 from ..locations import checkpoint_id_of, configurable, locate, namespace_of
-from .durable_format import Newest
+from .backends import Newest
 from .pools import in_jobs_pool
 from .state import Shared, Tiers, alive
 

@@ -28,10 +28,10 @@ from ..locations import channel_names, locate, normalize_id, normalize_ids, root
 from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
 from . import flushing, hot_reads, hot_writes, read_through, removal
+from .backends import kind_of
 from .conditional import CheckpointConflictError
 from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
-from .durable_format import kind_of
 from .pools import in_jobs_pool
 from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, resumes, run_pass
 from .retention.ids import time_of

@@ -10,11 +10,14 @@ Three rooms: ``engine/`` (bytes and ids), ``saver/`` (the memory saver, serving,
 * ``saver/`` (the tiered package included) uses the engine only through ``engine/__init__``.
 * The memory saver never imports the tiered package: only serving, metrics and the package's exports may.
 * Only ``engine/store.py`` takes the store's lock.
+* No SQL and no durable saver's connection (``_cursor()``, ``conn``, ``lock``, ``pipe``) outside
+  ``saver/tiered/backends/``: each durable saver family is one file there.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,14 +29,18 @@ PACKAGES = {
     "saver": ROOT / "saver",
     "tiered": ROOT / "saver" / "tiered",
     "retention": ROOT / "saver" / "tiered" / "retention",
+    "backends": ROOT / "saver" / "tiered" / "backends",
 }
 ABSOLUTE = {
     "engine": "langgraph.checkpoint.bounded.engine.",
     "saver": "langgraph.checkpoint.bounded.",
     "tiered": "",
     "retention": "",
+    "backends": "",
 }
-SUBPACKAGES = {"tiered": {"retention"}}  # a folder of a room: one module of it, whose files' imports are its own
+SUBPACKAGES = {
+    "tiered": {"retention", "backends"}
+}  # a folder of a room: one module of it, whose files' imports are its own
 
 ENGINE_LAYERS = [
     {"__init__"},  # the package's exports
@@ -62,15 +69,22 @@ TIERED_LAYERS = [
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
-    {"durable_format", "pools", "writeback", "residency", "coordination", "landing"},  # leaves
+    {"backends", "pools", "writeback", "residency", "coordination", "landing"},  # leaves (backends: a folder)
 ]
 RETENTION_LAYERS = [
     {"__init__"},
     {"sweep"},  # passes: finding due threads, a bounded number a pass
     {"threads", "resumes"},  # one thread's removal in both tiers; a resume of a thread it deleted, refused
     {"plan", "waiting"},  # what a prune removes, from ids alone; threads waiting at an interrupt
-    {"storage", "policy"},  # the SQL, run in one transaction; the policy
+    {"policy"},  # the policy
     {"ids"},  # the time inside a checkpoint id
+]
+BACKEND_LAYERS = [
+    {"__init__"},  # the exports, and backend_for
+    {"sqlite", "postgres"},  # one module per SQL saver family
+    {"sql"},  # what they share: the statements, their drivers, the schema check
+    {"generic"},  # any other saver, through its API; InMemorySaver
+    {"base"},  # the interface and its values
 ]
 MAY_IMPORT_TIERED = {"__init__", "serving", "metrics", "cli"}  # saver/ modules that are not the memory saver
 
@@ -161,11 +175,17 @@ def test_every_tiered_module_has_a_layer() -> None:
     placed = set().union(*TIERED_LAYERS)
     assert {path.stem for path in PACKAGES["tiered"].glob("*.py")} | SUBPACKAGES["tiered"] == placed
     assert {path.stem for path in PACKAGES["retention"].glob("*.py")} == set().union(*RETENTION_LAYERS)
+    assert {path.stem for path in PACKAGES["backends"].glob("*.py")} == set().union(*BACKEND_LAYERS)
 
 
 @pytest.mark.parametrize(
     ("package", "layers"),
-    [("engine", ENGINE_LAYERS), ("tiered", TIERED_LAYERS), ("retention", RETENTION_LAYERS)],
+    [
+        ("engine", ENGINE_LAYERS),
+        ("tiered", TIERED_LAYERS),
+        ("retention", RETENTION_LAYERS),
+        ("backends", BACKEND_LAYERS),
+    ],
 )
 def test_modules_import_only_from_lower_layers(package: str, layers: list[set[str]]) -> None:
     layer = {module: depth for depth, modules in enumerate(layers) for module in modules}
@@ -182,7 +202,7 @@ def saver_modules() -> list[tuple[str, Path]]:
     """Every module of ``saver/``, ``saver/tiered/`` and ``saver/tiered/retention/``, with its package."""
     return [
         (package, path)
-        for package in ("saver", "tiered", "retention")
+        for package in ("saver", "tiered", "retention", "backends")
         for path in sorted(PACKAGES[package].glob("*.py"))
     ]
 
@@ -190,7 +210,7 @@ def saver_modules() -> list[tuple[str, Path]]:
 def test_the_saver_uses_the_engine_only_through_its_exports() -> None:
     offenders = []
     for package, path in saver_modules():
-        engine_level = {"saver": 1, "tiered": 2, "retention": 3}[package]
+        engine_level = {"saver": 1, "tiered": 2, "retention": 3, "backends": 3}[package]
         for level, module in imported_names(path):
             reaching = (level == engine_level and module.startswith("engine.")) or module.startswith(
                 "langgraph.checkpoint.bounded.engine."
@@ -261,3 +281,81 @@ def test_the_saver_never_takes_the_store_s_lock_itself() -> None:
         )
     ]
     assert offenders == []
+
+
+SQL = re.compile(
+    r"\b(SELECT|INSERT INTO|DELETE FROM|UPDATE|CREATE INDEX|CREATE TABLE|BEGIN|COMMIT|ROLLBACK|PRAGMA)\b|pg_advisory"
+)
+SAVER_ATTRIBUTES = {"_cursor", "conn", "pipe"}  # a durable saver's connection, whoever's object it is
+SAVER_LOCK = "lock"  # only where the object is a saver (other objects of the package have locks of their own)
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are documentation (a bare string statement), not code."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+
+
+def names_a_saver(node: ast.expr) -> bool:
+    """Whether an expression names a durable saver: ``saver``, ``x.saver``, ``durable_saver``..."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "saver" in name.lower()
+
+
+def durable_boundary_offenders(path: Path) -> list[str]:
+    """Where a module writes SQL (in a string that is not documentation) or touches a durable saver's
+    connection, cursor, pipeline or lock."""
+    tree = ast.parse(path.read_text())
+    documentation = docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in documentation:
+            if SQL.search(node.value):
+                found.append(f"{path.name}:{node.lineno}: SQL {node.value[:40]!r}")
+        elif isinstance(node, ast.Attribute):
+            if node.attr in SAVER_ATTRIBUTES or (node.attr == SAVER_LOCK and names_a_saver(node.value)):
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            named = node.args[1] if len(node.args) > 1 else None
+            if isinstance(named, ast.Constant) and named.value in {*SAVER_ATTRIBUTES, SAVER_LOCK}:
+                found.append(f"{path.name}:{node.lineno}: {node.func.id}(..., {named.value!r})")
+    return found
+
+
+def test_no_sql_and_no_durable_connection_outside_the_backends() -> None:
+    """Each durable saver family's SQL and connection access is in its own file under ``backends/``: a third
+    backend touches no other module, and a LangGraph table change is found in one place."""
+    tiered = PACKAGES["tiered"]
+    offenders = [
+        f"{path.relative_to(tiered)}: {offence}"
+        for path in sorted(tiered.rglob("*.py"))
+        if PACKAGES["backends"] not in path.parents
+        for offence in durable_boundary_offenders(path)
+    ]
+    assert offenders == []
+
+
+def test_the_boundary_rule_catches_what_it_forbids(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""A docstring may say SELECT and BEGIN IMMEDIATE."""\n'
+        "def f(saver, tiers, store):\n"
+        '    """So may this one: DELETE FROM checkpoints."""\n'
+        '    saver.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?")\n'
+        "    with saver._cursor() as cursor, tiers.durable.saver.lock, store.lock:\n"
+        '        cursor.execute("SELECT pg_advisory_xact_lock(%s)")\n'
+        '    return getattr(saver, "conn", None), "PRAGMA table_info(writes)", "an update"\n'
+    )
+    found = sorted(offence.split(" ")[0] + " " + offence.split(" ")[1] for offence in durable_boundary_offenders(probe))
+    assert found == [
+        "probe.py:4: .conn",
+        "probe.py:4: SQL",
+        "probe.py:5: ._cursor",
+        "probe.py:5: .lock",
+        "probe.py:6: SQL",
+        "probe.py:7: SQL",
+        "probe.py:7: getattr(...,",
+    ], found

@@ -512,14 +512,14 @@ def test_a_sweep_commits_and_unlocks_on_every_kind_of_connection(tmp_path: Path,
 
 @pytest.mark.parametrize("statement", ["idle_threads", "long_threads"])
 def test_sqlite_finds_due_threads_on_the_index_not_by_reading_every_row(tmp_path: Path, statement: str) -> None:
-    from langgraph.checkpoint.bounded.tiered.retention.storage import INDEX, SqlDialect
+    from langgraph.checkpoint.bounded.tiered.backends import INDEX, SqliteDialect
 
     path = tmp_path / "t.db"
     saver = tiered(path, Clock(), idle_ttl_seconds=DAY, keep_last=2)
     run_turns(saver, ["a", "b"], turns=1)
     saver.sweep()  # makes the index
     with sqlite3.connect(path) as connection:
-        plan = connection.execute(f"EXPLAIN QUERY PLAN {getattr(SqlDialect(), statement)()}", ("", "", "", 1, 10))
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {getattr(SqliteDialect(), statement)()}", ("", "", "", 1, 10))
         searches = [str(row[-1]) for row in plan if str(row[-1]).startswith(("SEARCH", "SCAN"))]
     assert f"USING COVERING INDEX {INDEX} (checkpoint_id>? AND checkpoint_id<?)" in searches[0], searches
 

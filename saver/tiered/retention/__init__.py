@@ -4,9 +4,10 @@ transaction of the durable database.
 
 Modules, from the top: ``sweep`` (the passes: finding due threads, a bounded number a pass),
 ``threads`` (one thread's removal in both tiers), ``plan`` (what a prune removes, from ids alone),
-``storage`` (the SQL of SQLite's and PostgreSQL's tables, run in one transaction), ``waiting`` (threads
+``waiting`` (threads
 waiting at an interrupt: kept resumable, or deleted with a row that refuses their resume), ``resumes`` (that
-refusal, on the write path), ``policy`` and ``ids`` (the time inside a checkpoint id).
+refusal, on the write path), ``policy`` and ``ids`` (the time inside a checkpoint id). The SQL of SQLite's and
+PostgreSQL's tables, run in one transaction, is their backends' (``tiered/backends/``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..durable_format import Kind
+from ..backends import Kind
 
 __all__ = ["DEFAULT_SWEEP_INTERVAL_SECONDS", "STRATEGIES", "RetentionPolicy", "Strategy", "kind_problem"]
 

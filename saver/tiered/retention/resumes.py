@@ -9,14 +9,14 @@ parent holding the ``Command``, in either order. ``TieredSaver``'s ``put`` and
 * a thread whose root checkpoint the hot tier holds is not lost (no durable call);
 * otherwise, the durable tier is asked (SQLite and PostgreSQL: one read of
   ``bounded_retention_removed``, and, when it has a row for the thread, whether
-  the thread holds a checkpoint: ``waiting.find_removal``), and this process's
+  the thread holds a checkpoint: ``SqlDialect.find_removal``), and this process's
   tombstone is read (``coordination.DeletedThreads``: a thread it deleted while it
   waited, over any saver);
 * a thread holding no checkpoint that retention deleted while it waited:
   ``InterruptLostError``, naming the thread and the policy's field, its value and
   when; the write is refused, nothing is stored;
 * a thread that holds a checkpoint again (a new run started it afresh, in any
-  process): its row goes (``waiting.forget_removal``), and its own interrupts
+  process): its row goes (``SqlDialect.forget_removal``), and its own interrupts
   resume as any thread's.
 
 Under ``durability="async"`` LangGraph runs on after the refusal, and sends the
@@ -25,7 +25,7 @@ the refusal broke): those are refused too (``DeletedThreads.refuse_run``), until
 a run of the thread reads it (``run_starts``: a new run reads before it writes).
 Those that came while the durable tier was asked are removed by the refusal, with
 the thread's gate held alone, in one transaction that checks the thread still
-holds no checkpoint (``waiting.forget_orphans``), and the hot tier forgets the
+holds no checkpoint (``SqlDialect.forget_orphans``), and the hot tier forgets the
 thread, keeping a tombstone that says why (``dropped_thread``).
 
 Under ``durability="exit"`` LangGraph sends the saver neither write, only what a
@@ -46,12 +46,12 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 
 from ...engine import WriteRecord
 from ...interrupts import ANSWER_CHANNELS, InterruptLostError, resumes_input, starts_run
+from ..backends import Kind, Plan, dialect_of, kind_of, run_async, run_sync
+from ..backends.sql import SqlDialect
 from ..coordination import Deletion
-from ..durable_format import Kind, kind_of
 from ..removal import forget_deleted
 from ..state import Tiers, alive, count_rejection
-from .storage import Plan, SqlDialect, dialect_of, run_async, run_sync
-from .waiting import Removal, find_removal, forget_orphans, forget_removal
+from .waiting import Removal
 
 __all__ = ["answers", "aresumes_lost", "resumes_lost", "run_starts", "starts_afresh"]
 
@@ -85,7 +85,7 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
 
     Runtime complexity: nothing for a thread the hot tier holds; else up to three indexed reads of the durable
     tier (SQL savers) or one ``list(limit=1)`` for a thread this process deleted (other savers); a refusal
-    adds one transaction (``waiting.forget_orphans``), with the thread's gate held alone.
+    adds one transaction (``SqlDialect.forget_orphans``), with the thread's gate held alone.
     """
     known = _known(tiers, thread_id)
     if known is None:
@@ -94,9 +94,9 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
         found, holds = None, bool(tiers.durable.list(_thread(thread_id), limit=1))
     else:
         sql, remembered = known.sql, known.remembered is not None
-        found, holds = tiers.durable.on_tables(*_sides(known.kind, lambda: find_removal(sql, thread_id, remembered)))
+        found, holds = tiers.durable.on_tables(*_sides(known.kind, lambda: sql.find_removal(thread_id, remembered)))
         if holds and found is not None:
-            tiers.durable.on_tables(*_sides(known.kind, lambda: forget_removal(sql, thread_id), transaction=True))
+            tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True))
     removal = None if holds else found or known.remembered
     if removal is None:
         return
@@ -104,7 +104,7 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
     with tiers.shared.gates.alone(thread_id):  # the writes of the run already past their checks finish first
         if known.sql is not None:
             sql = known.sql
-            tiers.durable.on_tables(*_sides(known.kind, lambda: forget_orphans(sql, thread_id), transaction=True))
+            tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_orphans(thread_id), transaction=True))
         elif not tiers.durable.list(_thread(thread_id), limit=1):
             tiers.durable.delete_thread(thread_id)
         _forget(tiers, removal)
@@ -120,10 +120,10 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
         found, holds = None, bool(await tiers.durable.alist(_thread(thread_id), limit=1))
     else:
         sql, remembered = known.sql, known.remembered is not None
-        plan = _sides(known.kind, lambda: find_removal(sql, thread_id, remembered))
+        plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
         found, holds = await tiers.durable.aon_tables(*plan)
         if holds and found is not None:
-            forget = _sides(known.kind, lambda: forget_removal(sql, thread_id), transaction=True)
+            forget = _sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True)
             await tiers.durable.aon_tables(*forget)
     removal = None if holds else found or known.remembered
     if removal is None:
@@ -132,7 +132,7 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
     async with tiers.shared.gates.aalone(thread_id):
         if known.sql is not None:
             sql = known.sql
-            orphans = _sides(known.kind, lambda: forget_orphans(sql, thread_id), transaction=True)
+            orphans = _sides(known.kind, lambda: sql.forget_orphans(thread_id), transaction=True)
             await tiers.durable.aon_tables(*orphans)
         elif not await tiers.durable.alist(_thread(thread_id), limit=1):
             await tiers.durable.adelete_thread(thread_id)

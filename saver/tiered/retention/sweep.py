@@ -9,7 +9,7 @@ the engine's lock never held across the durable call); one that fails is
 counted and left for the next pass, and the pass goes on.
 
 Finding due threads, SQLite and PostgreSQL: two windows of checkpoint ids
-(times: ``ids``), read on retention's index (``storage``) a page of threads
+(times: ``ids``), read on retention's index (``backends``) a page of threads
 at a time:
 
 * idle: the threads with a checkpoint in ``[start, cutoff)`` and none after,
@@ -55,12 +55,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...locations import configurable
-from ..durable_format import Kind, kind_of
+from ..backends import INDEX, Kind, Plan, dialect_of, kind_of, run_async, run_sync
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .ids import checkpoint_id_at, id_after, time_of
 from .policy import RetentionPolicy
-from .storage import INDEX, Plan, dialect_of, run_async, run_sync
 from .threads import remove_from_thread
 from .waiting import IdleDeletion
 
@@ -145,7 +144,7 @@ class Sweeper:
 
     Args:
         policy: The retention policy.
-        kind: The durable saver's kind (``durable_format.kind_of``).
+        kind: The durable saver's kind (``backends.kind_of``).
         eviction_grace_seconds: A thread used this recently in this process is not pruned.
         wall_clock: Unix seconds (checkpoint ids hold the wall time of their put).
     """

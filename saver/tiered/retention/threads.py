@@ -3,7 +3,7 @@
 A thread's removal holds its gate alone (``coordination.ThreadGates``): the
 writes and flushes of the thread under way in this process finish first, and
 new ones wait for the removal, which is one transaction of the durable
-database (``storage``) for SQLite and PostgreSQL. Then the hot tier lets go:
+database (``backends``) for SQLite and PostgreSQL. Then the hot tier lets go:
 
 * a thread deleted whole leaves memory and is remembered as deleted, and why
   (``removal.forget_deleted``), as ``delete_thread`` does, so a late write
@@ -33,16 +33,16 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ...codec import DELTA_COUNTERS_KEY
+from ..backends import NOTHING, Kind, Plan, Removed, Skeleton, dialect_of, kind_of, run_async, run_sync
+from ..backends.sql import SqlDialect
 from ..coordination import DELETE_THREAD
 from ..durable import DurableTier, location_of, rewrite_keeping, survivors
-from ..durable_format import Kind, kind_of
 from ..flushing import flush_thread
 from ..removal import forget_deleted, leave_memory, prune_memory
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .plan import removals
-from .storage import NOTHING, Plan, Removed, Skeleton, SqlDialect, dialect_of, run_async, run_sync
-from .waiting import IdleDeletion, record_removal, waiting, waiting_among
+from .waiting import INTERRUPT_CHANNEL, IdleDeletion, waiting_among
 
 __all__ = ["in_use", "prune_threads", "remove_from_thread"]
 
@@ -160,14 +160,14 @@ def _remove_in_tables(
         newest = max(row.checkpoint_id for row in skeleton)
         if keep_last is None:
             cutoff = idle_before or "\uffff"
-            if idle is None or not (yield from waiting(sql, thread_id)):
+            if idle is None or not (yield from sql.waiting(thread_id, INTERRUPT_CHANNEL)):
                 return (yield from sql.delete_idle(thread_id, cutoff)), newest, False
             if idle.deletes_waiting(newest):
                 removed = yield from sql.delete_idle(thread_id, cutoff)
                 if removed.whole:
                     assert idle.interrupted_ttl_seconds is not None
                     forget_before = idle.now - idle.interrupted_ttl_seconds
-                    yield from record_removal(sql, idle.removal(thread_id, newest), forget_before)
+                    yield from sql.record_removal(idle.removal(thread_id, newest), forget_before)
                 return removed, newest, removed.whole
             prune_to = 1  # waiting: kept resumable, as strategy="keep_latest" keeps it
         assert prune_to is not None

@@ -9,7 +9,7 @@ checkpoint), and the answer's run puts a newer checkpoint. Static breakpoints
 waiting (``strategy="keep_latest"`` keeps them resumable).
 
 An idle deletion (``IdleDeletion``: ``strategy="delete"``) asks, inside the
-transaction that deletes (``waiting``), so that a thread that started waiting
+transaction that deletes (``SqlDialect.waiting``), so that a thread that started waiting
 since it was found idle is seen:
 
 * a waiting thread idle for less than ``interrupted_ttl_seconds`` (or with no
@@ -24,6 +24,9 @@ since it was found idle is seen:
   each deletion that writes a row first deletes the rows older than
   ``interrupted_ttl_seconds`` (a resume later than that starts afresh, as on the
   durable saver alone).
+
+The statements are the SQL backends' (``backends/sql.py``'s ``SqlDialect``: ``waiting``, ``record_removal``,
+``find_removal``, ``forget_removal``, ``forget_orphans``); this module holds the rule and the API's side.
 """
 
 from __future__ import annotations
@@ -34,30 +37,18 @@ from dataclasses import dataclass
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ...locations import configurable
+from ..backends import INTERRUPT_CHANNEL, REMOVED_TABLE, Removal
 from ..coordination import Deletion
 from .ids import checkpoint_id_at
 from .policy import RetentionPolicy
-from .storage import Plan, PostgresDialect, SqlDialect
 
 __all__ = [
     "INTERRUPT_CHANNEL",
     "REMOVED_TABLE",
     "IdleDeletion",
     "Removal",
-    "find_removal",
-    "forget_orphans",
-    "forget_removal",
-    "record_removal",
-    "waiting",
     "waiting_among",
 ]
-
-INTERRUPT_CHANNEL = "__interrupt__"
-"""LangGraph's channel for an interrupt's pending write (``langgraph.constants.INTERRUPT``)."""
-
-REMOVED_TABLE = "bounded_retention_removed"
-"""Retention's table of the threads it deleted while they waited at an interrupt, one row each."""
-REMOVED_INDEX = "bounded_retention_removed_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,117 +91,6 @@ class IdleDeletion:
         """The row recording the deletion of a waiting thread. Runtime complexity: O(1)."""
         assert self.interrupted_ttl_seconds is not None
         return Removal(thread_id, self.now, "interrupted_ttl_seconds", self.interrupted_ttl_seconds, newest)
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """A row of ``bounded_retention_removed``: a waiting thread retention deleted.
-
-    Attributes:
-        thread_id: The thread.
-        removed_at: When, in seconds since the epoch (the sweeping process's ``wall_clock``).
-        limit: The policy's field that deleted it (``interrupted_ttl_seconds``).
-        limit_value: That field's value.
-        checkpoint_id: The newest checkpoint it held.
-    """
-
-    thread_id: str
-    removed_at: float
-    limit: str
-    limit_value: float
-    checkpoint_id: str | None
-
-
-# --- inside the removal's transaction --------------------------------------------------------------------------
-
-
-def waiting(sql: SqlDialect, thread_id: str) -> Plan[bool]:
-    """Whether the thread's newest root checkpoint holds an ``__interrupt__`` write (two lookups of primary keys)."""
-    rows = yield (
-        sql.params(
-            f"SELECT 1 FROM {sql.writes_table} WHERE thread_id = ? AND checkpoint_ns = '' AND channel = ? "
-            "AND checkpoint_id = (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
-            "AND checkpoint_ns = '') LIMIT 1"
-        ),
-        (thread_id, INTERRUPT_CHANNEL, thread_id),
-    )
-    return bool(rows)
-
-
-def record_removal(sql: SqlDialect, removal: Removal, forget_before: float) -> Plan[None]:
-    """Write the row of a deleted waiting thread (created with its table the first time), after deleting the rows
-    older than ``forget_before`` (seconds since the epoch): the table holds the deletions of one TTL at most."""
-    real = "DOUBLE PRECISION" if isinstance(sql, PostgresDialect) else "REAL"
-    if isinstance(sql, PostgresDialect):  # two first deletions at once must not both create the table
-        yield "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bounded-retention:{REMOVED_TABLE}",)
-    yield (
-        f"CREATE TABLE IF NOT EXISTS {REMOVED_TABLE} (thread_id TEXT PRIMARY KEY, removed_at {real} NOT NULL, "
-        f"policy_field TEXT NOT NULL, policy_value {real} NOT NULL, checkpoint_id TEXT)",
-        (),
-    )
-    yield f"CREATE INDEX IF NOT EXISTS {REMOVED_INDEX} ON {REMOVED_TABLE} (removed_at)", ()
-    yield sql.params(f"DELETE FROM {REMOVED_TABLE} WHERE removed_at < ?"), (forget_before,)
-    yield (
-        sql.params(
-            f"INSERT INTO {REMOVED_TABLE} (thread_id, removed_at, policy_field, policy_value, checkpoint_id) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET removed_at = excluded.removed_at, "
-            "policy_field = excluded.policy_field, policy_value = excluded.policy_value, "
-            "checkpoint_id = excluded.checkpoint_id"
-        ),
-        (removal.thread_id, removal.removed_at, removal.limit, removal.limit_value, removal.checkpoint_id),
-    )
-
-
-# --- on a resume's path ----------------------------------------------------------------------------------------
-
-
-def find_removal(sql: SqlDialect, thread_id: str, remembered: bool) -> Plan[tuple[Removal | None, bool]]:
-    """The row of the thread, if any, and whether the thread holds a checkpoint (asked only when there is a row,
-    or ``remembered``: this process deleted it while it waited). Read outside a transaction.
-
-    Runtime complexity: up to three lookups of a primary key (or of the catalog).
-    """
-    if isinstance(sql, PostgresDialect):
-        rows = yield "SELECT to_regclass(%s) IS NOT NULL", (REMOVED_TABLE,)
-        exists = bool(rows and rows[0][0])
-    else:
-        rows = yield "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (REMOVED_TABLE,)
-        exists = bool(rows)
-    found = None
-    if exists:
-        rows = yield (
-            sql.params(
-                f"SELECT removed_at, policy_field, policy_value, checkpoint_id FROM {REMOVED_TABLE} WHERE thread_id = ?"
-            ),
-            (thread_id,),
-        )
-        if rows:
-            removed_at, limit, value, checkpoint_id = rows[0]
-            newest = None if checkpoint_id is None else str(checkpoint_id)
-            found = Removal(thread_id, float(removed_at), str(limit), float(value), newest)
-    if found is None and not remembered:
-        return None, False
-    rows = yield sql.params("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"), (thread_id,)
-    return found, bool(rows)
-
-
-def forget_removal(sql: SqlDialect, thread_id: str) -> Plan[None]:
-    """Delete the thread's row (a new run started it again: its own interrupts resume as any thread's)."""
-    yield sql.params(f"DELETE FROM {REMOVED_TABLE} WHERE thread_id = ?"), (thread_id,)
-
-
-def forget_orphans(sql: SqlDialect, thread_id: str) -> Plan[None]:
-    """Delete the thread's pending writes (and, PostgreSQL, values) if it holds no checkpoint: what a refused
-    resume's run wrote before its refusal (in one transaction: a new run's first checkpoint keeps them)."""
-    tables = [sql.writes_table, "checkpoint_blobs"] if isinstance(sql, PostgresDialect) else [sql.writes_table]
-    for table in tables:
-        yield (
-            sql.params(
-                f"DELETE FROM {table} WHERE thread_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM checkpoints WHERE thread_id = ?)"
-            ),
-            (thread_id, thread_id),
-        )
 
 
 # --- any other saver: through its API ----------------------------------------------------------------------------

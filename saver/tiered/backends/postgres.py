@@ -1,0 +1,505 @@
+"""``PostgresSaver`` and ``AsyncPostgresSaver`` (one connection, one in pipeline mode, or a pool): their
+connections, their SQL, their format, and their tables.
+
+* **format**: metadata as ``jsonb`` (no ``writes`` key, no NaN, no NUL character, integral floats in exponent form
+  read back as ints); ``list(filter=...)`` is ``jsonb`` containment (a nested dict matches partially, ``None``
+  needs the key); ``checkpoint_writes`` read directly, and the coherence check's digest computed by the server.
+* **transactions**: ``BEGIN``, the statements, ``COMMIT``, on a connection of the saver's own (one of its pool,
+  or its one connection under its lock, its pipeline synced first). A checkpoint's values live in
+  ``checkpoint_blobs``, keyed by version: a version that a removed checkpoint used and no remaining one uses goes
+  too (as ``PostgresSaver.prune`` does), so a put under way, whose new values are not yet referenced, keeps them.
+* **conditional puts** (``conditional``): ``BEGIN ISOLATION LEVEL READ COMMITTED``, ``pg_advisory_xact_lock`` of
+  the (thread, namespace) key, the newest id (pipelined into one round trip), the saver's own put on a view of it
+  holding that connection, ``COMMIT``.
+* **tables**: ``SCHEMA``, as ``PostgresSaver.setup()``'s migrations leave them (``checkpoints``,
+  ``checkpoint_blobs``, ``checkpoint_writes``), checked once per saver from ``information_schema`` before our own
+  SQL first runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_checkpoint_metadata
+
+from ...engine import WriteRecord
+from .base import (
+    INDEX,
+    INDEX_COLUMNS,
+    REMOVED_TABLE,
+    ConditionalPut,
+    Kind,
+    MetadataFilter,
+    Newest,
+    Plan,
+    Table,
+    exact_digest,
+    kind_of,
+)
+from .sql import SqlBackend, SqlDialect, by_checkpoint, drive_async, drive_sync, scalar, view
+
+__all__ = ["SCHEMA", "PostgresBackend", "PostgresDialect"]
+
+T = TypeVar("T")
+
+SCHEMA: Mapping[str, Table] = {
+    "checkpoints": Table(
+        {
+            "thread_id": ("text", True),
+            "checkpoint_ns": ("text", True),
+            "checkpoint_id": ("text", True),
+            "parent_checkpoint_id": ("text", False),
+            "type": ("text", False),
+            "checkpoint": ("jsonb", True),
+            "metadata": ("jsonb", True),
+        },
+        ("thread_id", "checkpoint_ns", "checkpoint_id"),
+    ),
+    "checkpoint_blobs": Table(
+        {
+            "thread_id": ("text", True),
+            "checkpoint_ns": ("text", True),
+            "channel": ("text", True),
+            "version": ("text", True),
+            "type": ("text", True),
+            "blob": ("bytea", False),
+        },
+        ("thread_id", "checkpoint_ns", "channel", "version"),
+    ),
+    "checkpoint_writes": Table(
+        {
+            "thread_id": ("text", True),
+            "checkpoint_ns": ("text", True),
+            "checkpoint_id": ("text", True),
+            "task_id": ("text", True),
+            "idx": ("integer", True),
+            "channel": ("text", True),
+            "type": ("text", False),
+            "blob": ("bytea", True),
+            "task_path": ("text", True),
+        },
+        ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+    ),
+}
+"""The tables ``PostgresSaver.setup()`` leaves once every migration ran (langgraph-checkpoint-postgres 3.x, which
+the tests run): column -> (``information_schema`` data type, NOT NULL), and the primary key."""
+
+_NEWEST_ID = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+
+
+class PostgresDialect(SqlDialect):
+    """The statements of ``PostgresSaver``'s tables: values in ``checkpoint_blobs``, JSONB metadata."""
+
+    writes_table = "checkpoint_writes"
+    has_blobs = True
+    checkpoint_bytes = "pg_column_size(checkpoint) + pg_column_size(metadata)"
+    write_bytes = "pg_column_size(blob)"
+    delta_flag = (
+        "(metadata -> 'counters_since_delta_snapshot' IS NOT NULL OR metadata -> 'delta_writes_versioned' IS NOT NULL)"
+    )
+    root_parent = "metadata -> 'parents' ->> ''"
+    not_by_key = ""  # PostgreSQL's planner has statistics (and no unary + on text)
+    real = "DOUBLE PRECISION"
+
+    def params(self, sql: str) -> str:
+        return sql.replace("?", "%s")  # psycopg's placeholders
+
+    def create_index(self) -> Plan[None]:
+        # Concurrently: writers do not wait for the build. Two processes building it at once may deadlock, and
+        # one fails (the sweep logs it and goes on; the index is there at its next pass). A crash mid-build
+        # leaves an invalid index, which IF NOT EXISTS keeps: the queries stay right, and slower (DROP INDEX
+        # it to have it built again).
+        yield f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON checkpoints {INDEX_COLUMNS}", ()
+
+    def lock(self, thread_id: str) -> Plan[None]:
+        # a transaction-scoped advisory lock: two sweepers of one thread take turns (no deadlock between them)
+        yield "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bounded-retention:{thread_id}",)
+
+    def deleted_columns(self) -> str:
+        return f"{self.checkpoint_bytes}, checkpoint -> 'channel_versions'"
+
+    def versions_of(self, rows: list[Any]) -> set[tuple[str, str]]:
+        return {(str(channel), str(version)) for row in rows for channel, version in (row[1] or {}).items()}
+
+    def drop_values(self, thread_id: str) -> Plan[int]:
+        blobs = yield (
+            self.params("DELETE FROM checkpoint_blobs WHERE thread_id = ? RETURNING pg_column_size(blob)"),
+            (thread_id,),
+        )
+        return sum(int(row[0] or 0) for row in blobs)
+
+    def collect_blobs(self, thread_id: str, namespace: str, freed: set[tuple[str, str]]) -> Plan[int]:
+        """Delete the values removed checkpoints used that no remaining checkpoint of the namespace uses."""
+        rows = yield (
+            self.params(
+                "SELECT DISTINCT v.key, v.value FROM checkpoints, "
+                "jsonb_each_text(checkpoint -> 'channel_versions') AS v WHERE thread_id = ? AND checkpoint_ns = ?"
+            ),
+            (thread_id, namespace),
+        )
+        garbage = sorted(freed - {(str(channel), str(version)) for channel, version in rows})
+        if not garbage:
+            return 0
+        rows = yield (  # one statement for them all: a round trip each made a prune of a long thread slow
+            self.params(
+                "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? AND (channel, version) IN "
+                "(SELECT * FROM unnest(?::text[], ?::text[])) RETURNING pg_column_size(blob)"
+            ),
+            (thread_id, namespace, [channel for channel, _ in garbage], [version for _, version in garbage]),
+        )
+        return sum(int(row[0] or 0) for row in rows)
+
+    def guard_removed_table(self) -> Plan[None]:
+        # two first deletions at once must not both create the table
+        yield "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"bounded-retention:{REMOVED_TABLE}",)
+
+    def table_exists(self, table: str) -> Plan[bool]:
+        rows = yield "SELECT to_regclass(%s) IS NOT NULL", (table,)
+        return bool(rows and rows[0][0])
+
+    def read_schema(self, tables: Sequence[str]) -> Plan[dict[str, Table | None]]:
+        """The tables of the connection's current schema, from ``information_schema``: columns (type, NOT NULL)
+        and the primary key constraint's columns in order."""
+        rows = yield (
+            "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ANY(%s) ORDER BY table_name, ordinal_position",
+            (list(tables),),
+        )
+        keys = yield (
+            "SELECT k.table_name, k.column_name FROM information_schema.table_constraints c "
+            "JOIN information_schema.key_column_usage k ON k.constraint_schema = c.constraint_schema "
+            "AND k.constraint_name = c.constraint_name AND k.table_name = c.table_name "
+            "WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = current_schema() "
+            "AND c.table_name = ANY(%s) ORDER BY k.table_name, k.ordinal_position",
+            (list(tables),),
+        )
+        found: dict[str, Table | None] = {}
+        for table in tables:
+            columns = {str(name): (str(kind), nullable == "NO") for t, name, kind, nullable in rows if t == table}
+            key = tuple(str(name) for t, name in keys if t == table)
+            found[table] = Table(columns, key) if columns else None
+        return found
+
+
+@contextlib.contextmanager
+def _tuple_cursor(saver: Any) -> Iterator[Any]:
+    """A cursor on a connection of the saver's own: one of its pool, or its one connection under its lock.
+
+    Rows come back as tuples (the dialect reads them by position; the saver's own rows are dicts)."""
+    from psycopg.rows import tuple_row
+    from psycopg_pool import ConnectionPool
+
+    if saver.pipe is not None:
+        saver.pipe.sync()
+    if isinstance(saver.conn, ConnectionPool):
+        with saver.conn.connection() as connection, connection.cursor(row_factory=tuple_row) as cursor:
+            yield cursor
+    else:
+        with saver.lock, saver.conn.cursor(row_factory=tuple_row) as cursor:
+            yield cursor
+
+
+@contextlib.asynccontextmanager
+async def _atuple_cursor(saver: Any) -> AsyncIterator[Any]:
+    from psycopg.rows import tuple_row
+    from psycopg_pool import AsyncConnectionPool
+
+    if saver.pipe is not None:
+        await saver.pipe.sync()
+    if isinstance(saver.conn, AsyncConnectionPool):
+        async with saver.conn.connection() as connection, connection.cursor(row_factory=tuple_row) as cursor:
+            yield cursor
+    else:
+        async with saver.lock, saver.conn.cursor(row_factory=tuple_row) as cursor:
+            yield cursor
+
+
+def _not_idle(saver: Any) -> RuntimeError:
+    return RuntimeError(
+        f"{type(saver).__name__}'s connection is inside a transaction already: a conditional put needs a "
+        f"connection in autocommit mode (autocommit=True, as LangGraph's Postgres savers require)"
+    )
+
+
+@contextlib.contextmanager
+def _put_cursor(saver: Any) -> Iterator[Any]:
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    if isinstance(saver.conn, ConnectionPool):
+        # A connection of the pool for this call alone: the saver's lock, which a plain put takes even with
+        # a pool, is not needed, so a wait for another process's conditional put holds up no other call here.
+        with saver.conn.connection() as connection, connection.cursor(binary=True, row_factory=dict_row) as cursor:
+            yield cursor
+    else:
+        with saver._cursor() as cursor:  # the saver's lock: its one connection is shared
+            yield cursor
+
+
+@contextlib.asynccontextmanager
+async def _aput_cursor(saver: Any) -> AsyncIterator[Any]:
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    if isinstance(saver.conn, AsyncConnectionPool):
+        async with (
+            saver.conn.connection() as connection,
+            connection.cursor(binary=True, row_factory=dict_row) as cursor,
+        ):
+            yield cursor
+    else:
+        async with saver._cursor() as cursor:
+            yield cursor
+
+
+_NUL = "\\u0000"
+
+
+def _jsonb_value(value: Any) -> Any:
+    """A JSON value as ``jsonb`` reads it back: a float written in exponent form whose value is whole comes back
+    as an integer (``numeric`` keeps no exponent)."""
+    if isinstance(value, float):
+        if value.is_integer() and "e" in repr(value):
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {key: _jsonb_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonb_value(item) for item in value]
+    return value
+
+
+def _jsonb_equal(stored: Any, wanted: Any) -> bool:
+    """Scalar ``jsonb`` equality: numbers by value, but a boolean is no number."""
+    if isinstance(wanted, bool) or isinstance(stored, bool):
+        return type(stored) is type(wanted) and stored == wanted
+    if wanted is None:
+        return stored is None
+    if isinstance(wanted, str):
+        return isinstance(stored, str) and stored == wanted
+    return isinstance(stored, int | float) and stored == wanted
+
+
+_POSTGRES_NEWEST = """
+SELECT c.checkpoint_id, (
+    SELECT md5(string_agg(
+        w.task_id || chr(31) || w.idx::text || chr(31) || w.channel || chr(31) || coalesce(w.type, '')
+            || chr(31) || md5(w.blob),
+        chr(30) ORDER BY w.task_id COLLATE "C", w.idx))
+    FROM checkpoint_writes w
+    WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id
+) AS digest
+FROM checkpoints c WHERE c.thread_id = %s AND c.checkpoint_ns = %s ORDER BY c.checkpoint_id DESC LIMIT 1
+"""
+_POSTGRES_WRITES = (
+    "SELECT checkpoint_id, task_id, idx, channel, type, blob, task_path FROM checkpoint_writes "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"
+)
+
+
+def _postgres_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (row["checkpoint_id"], row["task_id"], row["idx"], row["channel"], row["type"], row["blob"], row["task_path"])
+        for row in rows
+    ]
+
+
+class PostgresBackend(SqlBackend):
+    """``PostgresSaver`` and ``AsyncPostgresSaver`` (the sync methods for the first, the ``a``-prefixed for the
+    other): metadata as ``jsonb`` (no ``writes`` key); filters by containment; tables read directly."""
+
+    kind: Kind = "postgres"
+    dialect = PostgresDialect()
+    schema = SCHEMA
+    distribution = "langgraph-checkpoint-postgres"
+
+    def normalize_metadata(self, config: RunnableConfig, metadata: CheckpointMetadata) -> CheckpointMetadata:
+        if not isinstance(metadata, Mapping):
+            return metadata  # not metadata at all: refused by the encoding, naming it
+        merged = get_serializable_checkpoint_metadata(config, metadata)
+        try:
+            text = json.dumps(merged, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"metadata cannot be stored by the durable tier's PostgreSQL saver, as jsonb: {error}"
+            ) from None
+        if _NUL in text:
+            raise ValueError("metadata cannot be stored by the durable tier's PostgresSaver: jsonb holds no \\u0000")
+        normalized: CheckpointMetadata = _jsonb_value(json.loads(text))
+        return normalized
+
+    def hot_filter(self, filter: Mapping[Any, Any]) -> MetadataFilter | None:
+        """``metadata @> filter`` for top-level scalar values: the key is present and its value equal, a boolean
+        being no number; a dict or list value (matched partially), a non-string key, or a value jsonb refuses go
+        to the durable tier."""
+        for key, value in filter.items():
+            if not isinstance(key, str) or not scalar(value) or "\x00" in key:
+                return None
+            if isinstance(value, str) and "\x00" in value:
+                return None
+        items = list(filter.items())
+        return lambda metadata: all(key in metadata and _jsonb_equal(metadata[key], value) for key, value in items)
+
+    def writes_digest(self, writes: Sequence[WriteRecord]) -> str | None:
+        return exact_digest((w.task_id, w.idx, w.channel, w.value_type, w.value_data) for w in writes)
+
+    def newest(self, saver: Any, thread_id: str, namespace: str) -> Newest | None:
+        self.verify(saver)
+        with saver._cursor() as cursor:
+            cursor.execute(_POSTGRES_NEWEST, (thread_id, namespace))
+            row = cursor.fetchone()
+        return Newest(None, None) if row is None else Newest(str(row["checkpoint_id"]), row["digest"])
+
+    async def anewest(self, saver: Any, thread_id: str, namespace: str) -> Newest | None:
+        await self.averify(saver)
+        async with saver._cursor() as cursor:
+            await cursor.execute(_POSTGRES_NEWEST, (thread_id, namespace))
+            row = await cursor.fetchone()
+        return Newest(None, None) if row is None else Newest(str(row["checkpoint_id"]), row["digest"])
+
+    def exact_writes(
+        self, saver: Any, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> dict[str, list[WriteRecord]] | None:
+        self.verify(saver)
+        with saver._cursor() as cursor:
+            cursor.execute(_POSTGRES_WRITES, (thread_id, namespace, list(checkpoint_ids)))
+            rows = cursor.fetchall()
+        return by_checkpoint(_postgres_rows(rows), checkpoint_ids)
+
+    async def aexact_writes(
+        self, saver: Any, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> dict[str, list[WriteRecord]] | None:
+        await self.averify(saver)
+        async with saver._cursor() as cursor:
+            await cursor.execute(_POSTGRES_WRITES, (thread_id, namespace, list(checkpoint_ids)))
+            rows = await cursor.fetchall()
+        return by_checkpoint(_postgres_rows(rows), checkpoint_ids)
+
+    # --- the schema, once per saver -------------------------------------------------------------------------------
+
+    def verify_now(self, saver: Any) -> None:
+        if self.verified(saver) or kind_of(saver) != "postgres":
+            return  # an async saver's connection is its loop's: checked at the first use
+        self.verify(saver)
+
+    def verify(self, saver: Any) -> None:
+        """Check the tables before our first statement on them. Runtime complexity: O(1) once checked; else two
+        reads of ``information_schema``."""
+        if self.verified(saver):
+            return
+        with _tuple_cursor(saver) as cursor:
+            found = drive_sync(cursor, self.sql.read_schema(list(self.schema)))
+        self.judge(saver, found)
+
+    async def averify(self, saver: Any) -> None:
+        """``verify`` for ``AsyncPostgresSaver``, on its own loop."""
+        if self.verified(saver):
+            return
+        async with _atuple_cursor(saver) as cursor:
+            found = await drive_async(cursor, self.sql.read_schema(list(self.schema)))
+        self.judge(saver, found)
+
+    # --- a plan in one transaction --------------------------------------------------------------------------------
+
+    def run_sync(self, saver: Any, plan: Plan[T], *, transaction: bool = True) -> T:
+        self.verify(saver)
+        with _tuple_cursor(saver) as cursor:
+            if not transaction:
+                return drive_sync(cursor, plan)
+            with cursor.connection.transaction():  # BEGIN ... COMMIT, or ROLLBACK on an error
+                return drive_sync(cursor, plan)
+
+    async def run_async(self, saver: Any, plan: Plan[T], *, transaction: bool = True) -> T:
+        await self.averify(saver)
+        async with _atuple_cursor(saver) as cursor:
+            if not transaction:
+                return await drive_async(cursor, plan)
+            async with cursor.connection.transaction():
+                return await drive_async(cursor, plan)
+
+    # --- conditional puts -----------------------------------------------------------------------------------------
+
+    def conditional_problem(self, saver: Any) -> str | None:
+        if getattr(saver.conn, "autocommit", True) is False:
+            return (
+                f"{type(saver).__name__}'s connection is not in autocommit mode (LangGraph's Postgres savers need "
+                f"autocommit=True): a conditional put would run inside a transaction it cannot end, and hold its lock"
+            )
+        return None
+
+    def put_if_newest(self, saver: Any, call: ConditionalPut) -> RunnableConfig:
+        from psycopg import Error
+        from psycopg.pq import TransactionStatus
+
+        self.verify(saver)
+        with _put_cursor(saver) as cursor:
+            connection = cursor.connection
+            if saver.pipe is not None:
+                saver.pipe.sync()  # as PostgresSaver.prune: the transaction must not take in statements queued before
+            if connection.info.transaction_status != TransactionStatus.IDLE:
+                raise _not_idle(saver)
+            try:
+                # One round trip: BEGIN, the lock, the read. The SELECT takes its snapshot when it starts, after
+                # the lock was granted. Statements, not connection.transaction(): that costs a round trip of its own.
+                with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
+                    cursor.execute(_BEGIN)
+                    cursor.execute(_LOCK, (call.lock_key,))
+                    cursor.execute(_NEWEST_ID, (call.thread_id, call.namespace))
+                row = cursor.fetchone()  # the last statement's result
+                found = None if row is None else str(row["checkpoint_id"])
+                if found != call.expected:
+                    # Nothing was written: COMMIT ends the transaction as well as ROLLBACK, and spares psycopg's
+                    # rollback() bookkeeping, which deallocates every statement the connection prepared.
+                    connection.commit()
+                    call.check(found)  # raises CheckpointConflictError
+                stored: RunnableConfig = view(saver, lock=contextlib.nullcontext(), conn=connection).put(
+                    call.config, call.checkpoint, call.metadata, call.new_versions
+                )
+                connection.commit()
+            except BaseException:
+                if not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE:
+                    with contextlib.suppress(Error):  # a broken connection: the end of its session releases the lock
+                        connection.rollback()
+                raise
+        return stored
+
+    async def aput_if_newest(self, saver: Any, call: ConditionalPut) -> RunnableConfig:
+        from psycopg import Error
+        from psycopg.pq import TransactionStatus
+
+        await self.averify(saver)
+        async with _aput_cursor(saver) as cursor:
+            connection = cursor.connection
+            if saver.pipe is not None:
+                await saver.pipe.sync()
+            if connection.info.transaction_status != TransactionStatus.IDLE:
+                raise _not_idle(saver)
+            try:
+                async with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
+                    await cursor.execute(_BEGIN)
+                    await cursor.execute(_LOCK, (call.lock_key,))
+                    await cursor.execute(_NEWEST_ID, (call.thread_id, call.namespace))
+                row = await cursor.fetchone()
+                found = None if row is None else str(row["checkpoint_id"])
+                if found != call.expected:
+                    await connection.commit()  # as put_if_newest
+                    call.check(found)
+                stored: RunnableConfig = await view(saver, lock=contextlib.nullcontext(), conn=connection).aput(
+                    call.config, call.checkpoint, call.metadata, call.new_versions
+                )
+                await connection.commit()
+            except BaseException:
+                if not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE:
+                    with contextlib.suppress(Error):
+                        await connection.rollback()
+                raise
+        return stored
