@@ -16,10 +16,10 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   is refused with a ``CheckpointCapacityError`` naming the durable failure; age
   alone never refuses (the outage is what keeps the writes back). A durable
   connection found closed refuses every later write (``refuse_closed``);
-* a flush first reads back the parent its first checkpoint continues
-  (``_parent_to_check``, skipped for a thread's own last flush while retention
-  cannot have removed it): gone (another process deleted the thread), the flush
-  is refused and the thread's writes dropped, as a poisoned thread's;
+* a flush first reads back the first checkpoint it continues and does not hold
+  (``_parent_to_check``: one durable read): gone (another process deleted the
+  thread), the flush is refused and the thread's writes dropped, as a poisoned
+  thread's;
 * a thread whose writes the durable tier refuses while it takes the others'
   (an unstorable write) is poisoned after ``writeback.POISON_STRIKES`` such
   failures: its unflushed writes are dropped and reported with its thread id,
@@ -450,28 +450,30 @@ FLUSHED_HEADS_BOUND = 100_000
 
 def _parent_to_check(shared: Shared, thread_id: str, items: list[DirtyItem]) -> tuple[str, str] | None:
     """The ``(namespace, checkpoint_id)`` whose presence in the durable tier a flush of ``items`` checks first:
-    the parent of the first checkpoint whose parent is not among them. None when there is none, or when it is
-    the newest checkpoint this process flushed of that namespace and no process with this saver's retention
-    policy can have removed it yet (``Shared.young``): then no read is made.
+    the first one they continue that is not among them: a checkpoint's parent, or the checkpoint a batch of
+    pending writes attaches to when this process flushed it last (a batch whose checkpoint it has not flushed
+    may precede that checkpoint's own put, as LangGraph's sync engine sends them: not checked). None when there
+    is none.
 
-    Another process may delete the thread (retention's idle deletion, ``delete_thread``) while this one holds
-    acknowledged writes that continue it; its in-transaction re-check cannot see them. Written, they would land
-    as the children of a deleted parent. Runtime complexity: O(items), no I/O.
+    Another process may delete the thread (retention's idle deletion, ``delete_thread``, ``delete_for_runs``)
+    while this one holds acknowledged writes that continue it; its in-transaction re-check cannot see them.
+    Written, they would land as the children of a deleted parent, or as write rows no checkpoint holds, which
+    nothing ever collects. No shortcut skips the read: whatever this process knows, another process may have
+    removed the parent since. Runtime complexity: O(items), no I/O.
     """
-    inside: set[tuple[str, str]] = set()
+    inside = {(item.namespace, item.checkpoint_id) for item in items if isinstance(item, DirtyCheckpoint)}
     for item in items:
-        if not isinstance(item, DirtyCheckpoint):
-            continue
-        parent_id = item.record.parent_id
-        if parent_id is not None and (item.namespace, parent_id) not in inside:
-            young = shared.young
-            if young is not None:
-                with shared.dirty.lock:
-                    head = shared.flushed_heads.get((thread_id, item.namespace))
-                if head == parent_id and young(parent_id):
-                    return None
-            return item.namespace, parent_id
-        inside.add((item.namespace, item.checkpoint_id))
+        if isinstance(item, DirtyCheckpoint):
+            if item.record.parent_id is None:
+                continue
+            continued = (item.namespace, item.record.parent_id)
+        else:
+            continued = (item.namespace, item.checkpoint_id)
+            with shared.dirty.lock:
+                if shared.flushed_heads.get((thread_id, item.namespace)) != item.checkpoint_id:
+                    continue
+        if continued not in inside:
+            return continued
     return None
 
 

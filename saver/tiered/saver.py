@@ -34,7 +34,6 @@ from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
 from .pools import in_jobs_pool
 from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, resumes, run_pass
-from .retention.ids import time_of
 from .settings import (
     COHERENCE_MODES,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
@@ -191,8 +190,6 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         self._tiers = Tiers(shared, DurableTier(durable, shared.health, landings=shared.landings), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
         self._sweeper = None if retention is None else Sweeper.for_tiers(retention, self._tiers, wall_clock)
-        if retention is not None:
-            shared.young = functools.partial(_kept_from_idle_removal, retention, wall_clock)
         if write == "back":
             flushing.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()
@@ -848,21 +845,3 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     ) -> None:
         """Async ``prune``, in a worker thread of the saver's jobs pool: it reads and rewrites whole threads."""
         await in_jobs_pool(lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last))
-
-
-PARENT_CHECK_MARGIN_SECONDS = 60.0
-"""How far apart processes' wall clocks may be for a late flush's parent check to trust a checkpoint id's time."""
-
-
-def _kept_from_idle_removal(policy: RetentionPolicy, wall_clock: Callable[[], float], checkpoint_id: str) -> bool:
-    """Whether no process with this retention policy can have removed ``checkpoint_id``, a thread's newest, as
-    idle yet: the policy removes no idle thread, or keeps its latest, or the id's time is within the idle TTL
-    (less ``PARENT_CHECK_MARGIN_SECONDS``). Write-back's flush then skips reading it back (``flushing``).
-
-    Runtime complexity: O(1).
-    """
-    ttl = policy.idle_ttl_seconds
-    if ttl is None or policy.strategy != "delete":
-        return True
-    made = time_of(checkpoint_id)
-    return made is not None and wall_clock() - made < ttl - PARENT_CHECK_MARGIN_SECONDS

@@ -64,10 +64,8 @@ class Shared:
         self.early = EarlyWrites()
         self.dirty = DirtyLedger()
         # Write-back's check of a late flush's parent (flushing): the newest checkpoint each (thread, namespace)
-        # flushed last (guarded by dirty.lock, bounded), and whether a checkpoint id is young enough that no
-        # process with this saver's retention policy removes it as idle (None: no policy, always check).
+        # flushed last (guarded by dirty.lock, bounded).
         self.flushed_heads: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self.young: Callable[[str], bool] | None = None
         self.marks = WriteMarks()
         self.gates = ThreadGates()
         self.flights: Flights[Any] = Flights()

@@ -385,7 +385,7 @@ def test_the_dirty_ledgers_lowest_id_follows_pushes_and_flushes(tmp_path: Path) 
     assert ledger() == ids[1]
     put_ids(saver, "a", ids[2:])
     assert ledger() == ids[1]
-    put_ids(saver, "b", ids[:1])  # a lower id after higher ones (another root): the lowest follows
+    put_ids(saver, "c", ids[:1])  # a lower id after higher ones (another thread): the lowest follows
     assert ledger() == ids[0]
     saver.flush()
     assert ledger() is None

@@ -20,7 +20,12 @@ from typing import Any
 
 import pytest
 
-from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import (
+    CheckpointCapacityError,
+    InMemoryCheckpointConfig,
+    TieredSaver,
+    UnstorableWriteError,
+)
 from langgraph.checkpoint.bounded.tiered import flushing
 from langgraph.checkpoint.bounded.tiered.durable import DurableClosedError
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
@@ -495,9 +500,9 @@ def test_a_late_flush_under_a_deleted_parent_is_refused(
     older.check()
 
 
-def test_a_flush_continuing_its_own_last_flush_reads_no_parent(db: Path) -> None:
-    """The parent check costs one durable read; a flush whose first checkpoint continues the newest this
-    process flushed, young under the retention policy's idle TTL, makes none."""
+def test_every_flush_reads_back_the_checkpoint_it_continues_once(db: Path) -> None:
+    """The parent check costs one durable read a flush, whatever this process knows: another process may have
+    removed the parent since (no shortcut). A flush that starts the thread reads nothing."""
     from langgraph.checkpoint.bounded import RetentionPolicy
 
     durable = ControlledSqlite(db)
@@ -505,11 +510,64 @@ def test_a_flush_continuing_its_own_last_flush_reads_no_parent(db: Path) -> None
     tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf, retention=policy)
     parent = put_turn(tiered, "t", None, 0)
     tiered.flush()  # no parent: no check
+    assert tiered._shared.counters.parent_checks == 0
     for step in range(1, 4):
         parent = put_turn(tiered, "t", parent, step)
         tiered.flush()
-    assert tiered._shared.counters.parent_checks == 0 and durable.calls["get_tuple"] == 0
-    plain = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
-    put_turn(plain, "t", parent, 9)
-    plain.flush()  # another saver's parent, no policy: checked
-    assert plain._shared.counters.parent_checks == 1
+    assert tiered._shared.counters.parent_checks == 3 and durable.calls["get_tuple"] == 3
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [None, {"keep_last": 5}, {"idle_ttl_seconds": 3_600, "strategy": "keep_latest"}, {"idle_ttl_seconds": 3_600}],
+    ids=["none", "keep_last", "keep_latest", "long_ttl"],
+)
+def test_a_late_flush_is_refused_whatever_this_process_retention_policy(db: Path, policy: Any) -> None:
+    """Another process's ``delete_thread`` (or a shorter TTL) removes the thread while this one, whatever its own
+    policy, holds a turn unflushed: the flush is refused, and the thread does not come back as an orphan."""
+    from langgraph.checkpoint.bounded import RetentionPolicy
+
+    retention = None if policy is None else RetentionPolicy(sweep_interval_seconds=math.inf, **policy)
+    older = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf, retention=retention)
+    parent = put_turn(older, "t", None, 0)
+    older.flush()
+    put_turn(older, "t", parent, 1)  # acknowledged, unflushed
+    newer = TieredSaver(sqlite_durable(db))
+    newer.delete_thread("t")
+    with pytest.raises(UnstorableWriteError, match="another process deleted the thread"):
+        older.flush()
+    assert newer.durable.get_tuple(config("t")) is None
+    assert list(newer.durable.list(config("t"))) == []
+
+
+def test_late_pending_writes_of_a_deleted_thread_leave_no_row(db: Path) -> None:
+    """A flush holding only pending writes (an interrupt's, say) of a checkpoint this process flushed, after
+    another process deleted the thread: refused, and no write row is left that no checkpoint holds."""
+    import sqlite3
+
+    older = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    stored = older.put(*turn_args("t", None, 0))
+    older.flush()
+    older.put_writes(stored, [("__interrupt__", "ask the human")], "task-x")  # acknowledged, unflushed
+    TieredSaver(sqlite_durable(db)).delete_thread("t")
+    with pytest.raises(UnstorableWriteError, match="another process deleted the thread"):
+        older.flush()
+    rows = sqlite3.connect(db).execute("SELECT count(*) FROM writes WHERE thread_id = 't'").fetchone()[0]
+    assert rows == 0
+
+
+def test_writes_that_come_before_their_checkpoints_put_are_not_taken_for_late_ones(db: Path) -> None:
+    """LangGraph's sync engine may hand a checkpoint's pending writes over before the checkpoint's own put: a
+    flush that takes them first must not find the checkpoint missing and drop the thread."""
+    tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    parent = put_turn(tiered, "t", None, 0)
+    tiered.flush()
+    args = turn_args("t", parent, 1)
+    child = args[1]["id"]
+    tiered.put_writes(config("t", "", child), [("n", 9)], "task-early")  # before the put of its checkpoint
+    tiered.flush()
+    tiered.put(*args)
+    tiered.flush()
+    found = tiered.durable.get_tuple(config("t"))
+    assert found is not None and found.config["configurable"]["checkpoint_id"] == child
+    assert [write[1:] for write in found.pending_writes or []] == [("n", 9)]
