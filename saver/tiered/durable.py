@@ -170,21 +170,30 @@ class DurableHealth:
             self.closed = None
 
 
-_CLOSED_KINDS = frozenset({"ProgrammingError", "OperationalError", "InterfaceError", "PoolClosed", "ValueError"})
-_CLOSED_WORDS = ("closed", "no active connection")
+_CLOSED_KINDS = frozenset({"ProgrammingError", "OperationalError", "InterfaceError", "ValueError"})
+_CLOSED_PHRASES = (
+    "cannot operate on a closed database",  # sqlite3, the connection closed by the program
+    "the connection is closed",  # psycopg, conn.close() called (not a server gone: that one comes back)
+    "no active connection",  # aiosqlite, after close()
+)
 
 
 def connection_closed(error: BaseException) -> bool:
-    """Whether a durable failure says its connection (or pool) is closed, a permanent error for that saver:
-    ``sqlite3.ProgrammingError: Cannot operate on a closed database.``, psycopg's ``OperationalError: the
-    connection is closed``, psycopg_pool's ``PoolClosed``, aiosqlite's ``ValueError: no active connection``.
+    """Whether a durable failure says the program closed its connection (or pool), a permanent error for that
+    saver: ``sqlite3.ProgrammingError: Cannot operate on a closed database.``, psycopg's ``OperationalError: the
+    connection is closed``, psycopg_pool's ``PoolClosed``, aiosqlite's ``ValueError: no active connection``. A
+    server that closed the connection (``server closed the connection unexpectedly``: a restart, a network
+    failure) is an outage, not this: the tier comes back.
 
     Runtime complexity: O(depth of the error's class hierarchy + length of its message).
     """
-    if not any(kind.__name__ in _CLOSED_KINDS for kind in type(error).__mro__):
+    kinds = {kind.__name__ for kind in type(error).__mro__}
+    if "PoolClosed" in kinds:
+        return True
+    if not kinds & _CLOSED_KINDS:
         return False
     text = str(error).lower()
-    return any(word in text for word in _CLOSED_WORDS)
+    return any(phrase in text for phrase in _CLOSED_PHRASES)
 
 
 def _own_loop(saver: BaseCheckpointSaver[Any]) -> asyncio.AbstractEventLoop | None:

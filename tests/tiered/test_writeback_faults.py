@@ -571,3 +571,32 @@ def test_writes_that_come_before_their_checkpoints_put_are_not_taken_for_late_on
     found = tiered.durable.get_tuple(config("t"))
     assert found is not None and found.config["configurable"]["checkpoint_id"] == child
     assert [write[1:] for write in found.pending_writes or []] == [("n", 9)]
+
+
+def test_only_a_connection_the_program_closed_counts_as_closed() -> None:
+    """A server restart or a network failure (libpq: "server closed the connection unexpectedly") is an outage the
+    tier comes back from, never ``DurableClosedError``; a connection or pool the program closed is."""
+    import sqlite3
+
+    from langgraph.checkpoint.bounded.tiered.durable import connection_closed
+
+    class OperationalError(Exception):
+        pass
+
+    class PoolClosed(Exception):
+        pass
+
+    restart = OperationalError(
+        "consuming input failed: server closed the connection unexpectedly\n\tThis probably means the server "
+        "terminated abnormally before or while processing the request."
+    )
+    assert not connection_closed(restart)
+    assert not connection_closed(OperationalError("connection to server on socket failed: No such file"))
+    assert connection_closed(OperationalError("the connection is closed"))
+    assert connection_closed(PoolClosed("the pool 'pool-1' is already closed"))
+    closed = sqlite3.connect(":memory:")
+    closed.close()
+    with pytest.raises(sqlite3.ProgrammingError) as raised:
+        closed.execute("SELECT 1")
+    assert connection_closed(raised.value)
+    assert not connection_closed(sqlite3.OperationalError("database is locked"))
