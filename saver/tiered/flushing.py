@@ -46,15 +46,17 @@ import functools
 import logging
 import os
 import sys
+import threading
 import time
 import weakref
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import announcing
 from ..engine import CheckpointCapacityError
-from .durable import DurableClosedError
+from .durable import DurableClosedError, DurableTier
 from .pools import in_jobs_pool
 from .settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .state import Shared, Tiers, count_rejection
@@ -703,12 +705,46 @@ _WRITING_BACK: weakref.WeakValueDictionary[int, Tiers] = weakref.WeakValueDictio
 """Every write-back saver's tiers, held weakly, for ``flush_at_exit``."""
 
 
+_COLLECTED: list[Tiers] = []
+"""Write-back tiers garbage-collected with unflushed writes: held until a flush of their own (a thread started at
+collection) or ``flush_at_exit`` takes them, so an unclosed saver that goes out of scope loses nothing either."""
+
+
 def flush_at_exit_later(tiers: Tiers) -> None:
-    """Have ``flush_at_exit`` flush these tiers if they are still alive when the interpreter exits.
+    """Have ``flush_at_exit`` flush these tiers if they are still alive when the interpreter exits, and have them
+    flushed if they are garbage-collected with unflushed writes first (``_collected``).
 
     Runtime complexity: O(1).
     """
     _WRITING_BACK[id(tiers)] = tiers
+    finalizer = weakref.finalize(tiers, _collected, tiers.shared, tiers.durable, tiers.serde, tiers.config)
+    finalizer.atexit = False  # at exit, flush_at_exit does it, and says what it could not flush
+
+
+def _collected(shared: Shared, durable: DurableTier, serde: SerializerProtocol, config: Any) -> None:
+    """The last object holding a write-back saver's tiers was garbage-collected (nobody closed the saver): its
+    unflushed writes are flushed by a thread of their own, never in the collector's frame, which may be running
+    inside any code holding any of the saver's locks. Logged; runtime complexity: O(1) here."""
+    if not shared.dirty:
+        return
+    tiers = Tiers(shared, durable, serde, config)
+    _COLLECTED.append(tiers)
+    logger.warning(
+        "a write-back TieredSaver was garbage-collected with %s and no close(): flushing them now "
+        "(close the saver, or use it as a context manager, to flush them when you choose)",
+        _stranded(shared),
+    )
+    threading.Thread(target=_flush_collected, args=(tiers,), name="tiered-saver-collected-flush", daemon=True).start()
+
+
+def _flush_collected(tiers: Tiers) -> None:
+    try:
+        flush_all(tiers)
+    except Exception:
+        logger.exception("flushing a garbage-collected write-back TieredSaver failed; tried again at exit")
+        return
+    with contextlib.suppress(ValueError):
+        _COLLECTED.remove(tiers)
 
 
 LOST_AT_EXIT_STATUS = 70
@@ -728,7 +764,7 @@ def flush_at_exit() -> None:
     Runtime complexity: that of ``flush_all`` per saver.
     """
     lost: list[str] = []
-    for tiers in list(_WRITING_BACK.values()):
+    for tiers in [*_WRITING_BACK.values(), *_COLLECTED]:
         if not tiers.shared.dirty:
             continue
         if _loop_idle(tiers):
@@ -740,7 +776,8 @@ def flush_at_exit() -> None:
         try:
             flush_all(tiers)
         except Exception as error:
-            lost.append(f"{_stranded(tiers.shared)}: {type(error).__name__}: {error}")
+            if tiers.shared.dirty:  # a thread's writes dropped on purpose (poisoned, orphaned) were logged then
+                lost.append(f"{_stranded(tiers.shared)}: {type(error).__name__}: {error}")
     if lost:
         _exit_lost(lost)
 

@@ -379,18 +379,41 @@ print("the program ended", flush=True)
 """
 
 
-@pytest.mark.parametrize("ending", ["durable.conn.close()", "pass"], ids=["closed-first", "clean"])
+ENDINGS = {
+    "closed-first": "durable.conn.close()",
+    "clean": "pass",
+    # the saver goes out of scope unclosed: its writes are flushed when it is collected, not lost in silence
+    "collected": "import gc; del tiered; gc.collect(); import time; time.sleep(0.5)",
+    # another process deletes the thread: the dropped late flush was logged when it was refused; nothing is lost
+    # at exit, so the exit status is the program's own
+    "deleted-elsewhere": (
+        "tiered.flush()\n"
+        "TieredSaver(SqliteSaver(sqlite3.connect({db!r}, check_same_thread=False))).delete_thread('lost-thread')\n"
+        "tiered.put(config('lost-thread', '', stored['configurable']['checkpoint_id']), "
+        "make_checkpoint({{'n': 3}}), {{}}, {{'n': 3}})"  # refused when flushed at exit
+    ),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
 def test_unflushed_writes_lost_at_exit_end_the_process_with_an_error(db: Path, ending: str) -> None:
     """Closing the durable connection before the saver lost the unflushed writes at exit with status 0 after
     one logged traceback. Now the process ends with status 70, saying which threads lost how many writes; a
     clean exit still flushes them (status 0)."""
     root = str(Path(__file__).resolve().parents[2])
-    script = EXITING.format(root=root, db=str(db), ending=ending)
+    script = EXITING.format(root=root, db=str(db), ending=ENDINGS[ending].format(db=str(db)))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120)
-    assert "the program ended" in done.stdout
-    if ending == "pass":
+    assert "the program ended" in done.stdout, done.stderr
+    if ending in ("clean", "collected"):
         assert done.returncode == 0, done.stderr
         assert sqlite_durable(db).get_tuple(config("lost-thread")) is not None
+        if ending == "collected":
+            assert "garbage-collected with" in done.stderr
+        return
+    if ending == "deleted-elsewhere":
+        assert done.returncode == 0, done.stderr
+        assert "a late flush under a deleted parent was refused" in done.stderr
+        assert "could not be flushed" not in done.stderr
         return
     assert done.returncode == flushing.LOST_AT_EXIT_STATUS, done.stderr
     assert "could not be flushed" in done.stderr and "'lost-thread' (2)" in done.stderr
