@@ -168,11 +168,16 @@ class CheckpointConflictError(RuntimeError):
             seen = "found none (was the thread deleted, by delete_thread or retention, in another process?)"
         else:
             seen = f"found {found}{_written_by(found, self.found_metadata)}"
+            if expected is not None and found < expected:
+                seen += (
+                    ", older than expected: checkpoints were removed since (by another writer's delete_for_runs, a "
+                    "prune, a copy into the thread, or a deletion and a new run)"
+                )
         if found is not None and found == checkpoint_id:
             seen += ", the very checkpoint being put (an earlier attempt of this put was stored)"
         super().__init__(
             f"conditional put refused on thread {thread_id!r}, namespace {checkpoint_ns!r}: {wanted}, {seen}. "
-            f"Nothing was written: another writer moved the thread on since this process last read or wrote it "
+            f"Nothing was written: another writer changed the thread since this process last read or wrote it "
             f"(another process, or a writer of this one that does not use conditional_writes). Read the thread "
             f"again (get_state) and retry the run from there."
         )
@@ -422,16 +427,33 @@ class KnownNewest:
         """The durable tier holds ``checkpoint_id`` in the namespace, newest or not: keep the greater id known
         (ids are time-ordered). Runtime complexity: O(1) amortized."""
         with self.lock:
-            namespaces = self.threads.get(thread_id)
-            if namespaces is None:
-                namespaces = self.threads[thread_id] = {}
-                while len(self.threads) > self.capacity:
-                    self.threads.popitem(last=False)
-            else:
-                self.threads.move_to_end(thread_id)
+            namespaces = self._namespaces(thread_id)
             known = namespaces.get(namespace)
             if known is None or checkpoint_id > known:
                 namespaces[namespace] = checkpoint_id
+
+    def _namespaces(self, thread_id: str) -> dict[str, str]:
+        """The thread's entry, made (the least recently noted thread out past ``capacity``) or moved to the end;
+        ``lock`` held."""
+        namespaces = self.threads.get(thread_id)
+        if namespaces is None:
+            namespaces = self.threads[thread_id] = {}
+            while len(self.threads) > self.capacity:
+                self.threads.popitem(last=False)
+        else:
+            self.threads.move_to_end(thread_id)
+        return namespaces
+
+    def read(self, thread_id: str, namespace: str, checkpoint_id: str, *, current: bool) -> None:
+        """A read found ``checkpoint_id`` the namespace's newest in the durable tier. A ``current`` read (no write
+        of this process came between its start and now) is what the durable tier holds, lower ids included (another
+        writer's ``delete_for_runs``, a prune or a copy may have taken the newest away); another only raises what is
+        known, as a write does. Runtime complexity: O(1) amortized."""
+        if not current:
+            self.note(thread_id, namespace, checkpoint_id)
+            return
+        with self.lock:
+            self._namespaces(thread_id)[namespace] = checkpoint_id
 
     def expected(self, thread_id: str, namespace: str, parent_id: str | None) -> str | None:
         """What a put of a thread that is not hot expects to be the namespace's newest: the greater of what this

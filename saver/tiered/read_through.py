@@ -239,7 +239,8 @@ def _admit_read(
     """
     admission = None
     if found is not None and checkpoint_id is None and tiers.shared.conditional_writes:
-        tiers.shared.known_newest.note(thread_id, namespace, str(configurable(found.config)["checkpoint_id"]))
+        newest = str(configurable(found.config)["checkpoint_id"])
+        tiers.shared.known_newest.read(thread_id, namespace, newest, current=tiers.shared.marks.read(thread_id) == mark)
     if found is not None:
         with contextlib.suppress(TypeError, ValueError):  # a value this serializer cannot write: not admitted
             admission = _encode_read(tiers, found, exact)
@@ -453,9 +454,9 @@ def _admit_list(
     if namespace is None or not _admissible(request, items):
         return
     if request.before_id is None and tiers.shared.conditional_writes:
-        tiers.shared.known_newest.note(
-            request.thread_id, namespace, str(configurable(items[0].config)["checkpoint_id"])
-        )
+        newest = str(configurable(items[0].config)["checkpoint_id"])
+        current = tiers.shared.marks.read(request.thread_id) == mark
+        tiers.shared.known_newest.read(request.thread_id, namespace, newest, current=current)
     exhausted = request.limit is None or len(items) < request.limit
     try:
         admissions = [_encode_read(tiers, item, exact) for item in reversed(items)]

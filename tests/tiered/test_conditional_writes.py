@@ -373,3 +373,36 @@ def test_a_new_run_on_a_thread_another_process_deleted_is_no_conflict(tmp_path: 
     here.put(*child_of(here, "other", 8))  # "t" leaves this process's memory again
     with pytest.raises(CheckpointConflictError, match="found none"):
         here.put(first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
+
+
+def test_a_continuation_after_another_process_removed_the_newest_is_no_conflict(tmp_path: Path) -> None:
+    """Another process's ``delete_for_runs`` takes the newest checkpoint away; this process reads the thread again
+    (its newest is older now), the thread leaves memory, and a put continuing what it read is no conflict. A stale
+    put's conflict says checkpoints were removed, not that the thread moved on."""
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
+
+    where = str(tmp_path / "durable.sqlite")
+    here = TieredSaver(
+        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+    )
+    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    version = f"{1:032}.0"
+    stale = {}
+    for thread_id in ("t", "u"):
+        first = here.put(
+            config(thread_id), make_checkpoint({"x": 1}, {"x": version}), {"run_id": f"{thread_id}-1"}, {"x": version}
+        )
+        second = here.put(
+            first, make_checkpoint({"x": 2}, {"x": version}), {"run_id": f"{thread_id}-2"}, {"x": version}
+        )
+        stale[thread_id] = (first, second)
+    here.put(*child_of(here, "other", 7))  # both leave this process's memory; it knows their newest is the second
+    there.delete_for_runs(["t-2", "u-2"])
+    assert here.get_tuple(config("t")).checkpoint["channel_values"]["x"] == 1  # type: ignore[union-attr]
+    here.put(*child_of(here, "other", 9))  # read, then out of memory again
+    first, _ = stale["t"]
+    here.put(first, make_checkpoint({"x": 3}, {"x": version}), {"step": 3}, {"x": version})  # continues its read
+    assert here.stats().conflicts == 0
+    _, second = stale["u"]  # never read again: a put continuing the removed checkpoint conflicts, saying so
+    with pytest.raises(CheckpointConflictError, match="older than expected: checkpoints were removed"):
+        here.put(second, make_checkpoint({"x": 8}, {"x": version}), {"step": 8}, {"x": version})
