@@ -165,7 +165,8 @@ class DeletedThreads:
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
         self.records: OrderedDict[str, DeletedThread] = OrderedDict()
-        self.refused_runs: OrderedDict[str, str] = OrderedDict()  # thread -> where a refused resume's run began
+        # thread -> where a refused resume's run began, and the refusal, raised again to the rest of that run
+        self.refused_runs: OrderedDict[str, tuple[str, Exception]] = OrderedDict()
 
     def remember(self, thread_id: str, newest_checkpoint_id: str | None, why: Deletion = DELETE_THREAD) -> None:
         """Remember a thread just deleted, and why. A thread deleted again keeps refusing what its earlier lives
@@ -207,16 +208,17 @@ class DeletedThreads:
             self.records.pop(thread_id, None)
             self.refused_runs.pop(thread_id, None)
 
-    def refuse_run(self, thread_id: str, checkpoint_id: str) -> None:
-        """A resume of the deleted thread, started afresh by LangGraph at ``checkpoint_id``, was refused: the rest of
-        its run (under ``durability="async"`` LangGraph runs on, and sends the writes of its steps, whose
-        checkpoints it never sends) is refused too, until a run of the thread starts (``run_started``).
+    def refuse_run(self, thread_id: str, checkpoint_id: str, refusal: Exception) -> None:
+        """A resume of the deleted thread, started (afresh by LangGraph, or from a hot copy) at ``checkpoint_id``,
+        was refused with ``refusal``: the rest of its run (LangGraph runs on, and sends the writes of its steps) is
+        refused too, with the same error, until a run of the thread starts (``run_started``).
 
         Runtime complexity: O(1) amortized.
         """
         with self.lock:
             earlier = self.refused_runs.pop(thread_id, None)
-            self.refused_runs[thread_id] = checkpoint_id if earlier is None else min(earlier, checkpoint_id)
+            start = checkpoint_id if earlier is None else min(earlier[0], checkpoint_id)
+            self.refused_runs[thread_id] = (start, refusal)
             while len(self.refused_runs) > self.capacity:
                 self.refused_runs.popitem(last=False)
 
@@ -237,13 +239,12 @@ class DeletedThreads:
         """
         if not self.records and not self.refused_runs:
             return
+        refused = self.refused_runs.get(thread_id)
+        if refused is not None and continues is not None and continues >= refused[0]:
+            raise refused[1]  # the resume's own refusal (the same error again): what the run's caller must see
         record = self.records.get(thread_id)
         if record is not None and record.continued_by(continues):
             raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
-        start = self.refused_runs.get(thread_id)
-        if start is not None and continues is not None and continues >= start:
-            seconds = 0.0 if record is None else time.monotonic() - record.deleted_at
-            raise ThreadDeletedError(thread_id, continues, seconds)
 
     def covers(self, thread_id: str, checkpoint_ids: Sequence[str]) -> bool:
         """Whether every one of ``checkpoint_ids`` belongs to a deleted life of the thread (a rewrite that read

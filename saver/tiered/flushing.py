@@ -706,8 +706,8 @@ _WRITING_BACK: weakref.WeakValueDictionary[int, Tiers] = weakref.WeakValueDictio
 
 
 _COLLECTED: list[Tiers] = []
-"""Write-back tiers garbage-collected with unflushed writes: held until a flush of their own (a thread started at
-collection) or ``flush_at_exit`` takes them, so an unclosed saver that goes out of scope loses nothing either."""
+"""Write-back tiers garbage-collected with unflushed writes, held while a flush of their own (a thread started at
+collection) runs, so an unclosed saver that goes out of scope loses nothing its durable tier can take."""
 
 
 def flush_at_exit_later(tiers: Tiers) -> None:
@@ -738,13 +738,21 @@ def _collected(shared: Shared, durable: DurableTier, serde: SerializerProtocol, 
 
 
 def _flush_collected(tiers: Tiers) -> None:
+    """Flush a collected saver's writes; what its durable tier no longer takes is lost, said at ERROR (nobody holds
+    the saver to raise to, and its durable tier may be gone for good: the program closed it, or a test's server)."""
     try:
         flush_all(tiers)
-    except Exception:
-        logger.exception("flushing a garbage-collected write-back TieredSaver failed; tried again at exit")
-        return
-    with contextlib.suppress(ValueError):
-        _COLLECTED.remove(tiers)
+    except Exception as error:
+        if tiers.shared.dirty:
+            logger.error(
+                "a garbage-collected write-back TieredSaver's %s could not be flushed and are lost: %s: %s",
+                _stranded(tiers.shared),
+                type(error).__name__,
+                error,
+            )
+    finally:
+        with contextlib.suppress(ValueError):
+            _COLLECTED.remove(tiers)
 
 
 LOST_AT_EXIT_STATUS = 70
@@ -764,7 +772,7 @@ def flush_at_exit() -> None:
     Runtime complexity: that of ``flush_all`` per saver.
     """
     lost: list[str] = []
-    for tiers in [*_WRITING_BACK.values(), *_COLLECTED]:
+    for tiers in list(_WRITING_BACK.values()):
         if not tiers.shared.dirty:
             continue
         if _loop_idle(tiers):

@@ -83,8 +83,9 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
     Raises:
         InterruptLostError: It was; nothing was stored (logged as a warning too with ``log``).
 
-    Runtime complexity: nothing for a thread the hot tier holds; else up to three indexed reads of the durable
-    tier (SQL savers) or one ``list(limit=1)`` for a thread this process deleted (other savers); a refusal
+    Runtime complexity: up to three indexed reads of the durable tier (SQL savers; a thread the hot tier holds
+    too: another process may have deleted it), or one ``list(limit=1)`` for a thread this process deleted and
+    does not hold (other savers); a refusal
     adds one transaction (``SqlDialect.forget_orphans``), with the thread's gate held alone.
     """
     known = _known(tiers, thread_id)
@@ -97,7 +98,7 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
         found, holds = tiers.durable.on_tables(*_sides(known.kind, lambda: sql.find_removal(thread_id, remembered)))
         if holds and found is not None:
             tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True))
-    removal = None if holds else found or known.remembered
+    removal = _lost_life(known, None if holds else found or known.remembered)
     if removal is None:
         return
     refusal = _lost(tiers, removal, checkpoint_id, log=log)
@@ -125,7 +126,7 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
         if holds and found is not None:
             forget = _sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True)
             await tiers.durable.aon_tables(*forget)
-    removal = None if holds else found or known.remembered
+    removal = _lost_life(known, None if holds else found or known.remembered)
     if removal is None:
         return
     refusal = _lost(tiers, removal, checkpoint_id, log=log)
@@ -140,6 +141,17 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
     raise refusal
 
 
+def _lost_life(known: _Known, removal: Removal | None) -> Removal | None:
+    """The removal a resume answers into, or None: none was found, or the hot tier holds a newer life of the
+    thread (a new run this process started since, its checkpoints perhaps not flushed yet). Runtime complexity:
+    O(1)."""
+    if removal is None or known.hot_newest is None:
+        return removal
+    if removal.checkpoint_id is None or known.hot_newest > removal.checkpoint_id:
+        return None
+    return removal
+
+
 def _forget(tiers: Tiers, removal: Removal) -> None:
     """After a refusal: what the hot tier and the ledger hold of the refused run goes, and the tombstone says why
     (this process's ``dropped_thread`` knows it now, if another process deleted the thread)."""
@@ -148,28 +160,33 @@ def _forget(tiers: Tiers, removal: Removal) -> None:
 
 
 class _Known(NamedTuple):
-    """What to ask the durable tier about a thread the hot tier does not hold.
+    """What to ask the durable tier about a thread a resume answers.
 
     Attributes:
         remembered: This process's record of its deletion while it waited, or None.
         sql: The durable tier's SQL dialect (None: read through its API).
         kind: The durable saver's kind.
+        hot_newest: The newest root checkpoint the hot tier holds of it (None: it holds none): a removal of an
+            older life of the thread does not refuse a resume of this one.
     """
 
     remembered: Removal | None
     sql: SqlDialect | None
     kind: Kind
+    hot_newest: str | None = None
 
 
 def _known(tiers: Tiers, thread_id: str) -> _Known | None:
-    """What to ask, or None: the hot tier holds the thread, or no record of it can exist (another saver than
-    SQLite's or PostgreSQL's, and no deletion of it in this process)."""
+    """What to ask, or None: no record of it can exist (another saver than SQLite's or PostgreSQL's, and the hot
+    tier holds the thread, or no deletion of it in this process).
+
+    A thread the hot tier holds is asked about too, over SQL: another process may have deleted it past
+    ``interrupted_ttl_seconds`` while this one kept its copy (the hot tier's idle TTL may be the longer)."""
     shared = tiers.shared
     store = shared.hot.store
     with store.exclusive():
         # a checkpoint, not merely the thread: the writes of a refused run's first steps may be there already
-        if alive(store, thread_id) and store.newest_id(thread_id, "") is not None:
-            return None
+        hot_newest = store.newest_id(thread_id, "") if alive(store, thread_id) else None
     record = shared.deleted.get(thread_id)
     remembered = None
     if record is not None and record.waiting:
@@ -178,9 +195,9 @@ def _known(tiers: Tiers, thread_id: str) -> _Known | None:
         )
     kind = kind_of(tiers.durable.saver)
     sql = dialect_of(kind)
-    if sql is None and remembered is None:
+    if sql is None and (remembered is None or hot_newest is not None):
         return None
-    return _Known(remembered, sql, kind)
+    return _Known(remembered, sql, kind, hot_newest)
 
 
 def _thread(thread_id: str) -> RunnableConfig:
@@ -212,7 +229,6 @@ def _lost(tiers: Tiers, removal: Removal, checkpoint_id: str, *, log: bool) -> I
     logs it, that of the ``input`` checkpoint does not."""
     deleted = tiers.shared.deleted
     seconds_ago = max(0.0, deleted.wall_clock() - removal.removed_at)
-    deleted.refuse_run(removal.thread_id, checkpoint_id)  # the writes of the run LangGraph goes on with
     count_rejection(tiers.shared, removal.limit)  # stats().rejections["interrupted_ttl_seconds"]
     message = (
         f"cannot resume thread {removal.thread_id!r}: retention deleted it from the durable tier at "
@@ -224,7 +240,7 @@ def _lost(tiers: Tiers, removal: Removal, checkpoint_id: str, *, log: bool) -> I
     )
     if log:
         logger.warning("%s", message)
-    return InterruptLostError(
+    refusal = InterruptLostError(
         removal.limit,
         removal.limit_value,
         thread_id=removal.thread_id,
@@ -233,6 +249,8 @@ def _lost(tiers: Tiers, removal: Removal, checkpoint_id: str, *, log: bool) -> I
         dropped_at_wall=removal.removed_at,
         message=message,
     )
+    deleted.refuse_run(removal.thread_id, checkpoint_id, refusal)  # the writes of the run LangGraph goes on with
+    return refusal
 
 
 def _number(value: float) -> str:
