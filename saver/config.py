@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .engine import KIB, MAX_WHOLE, DroppedThread, StoreLimits, ThreadExport
+from .engine import KIB, MAX_WHOLE, DroppedThread, InvalidArgumentError, StoreLimits, ThreadExport
 from .snapshot import SnapshotKey, signing_key
 
 __all__ = [
@@ -75,9 +75,9 @@ class InMemoryCheckpointConfig(StoreLimits):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.on_evict is not None and not callable(self.on_evict):
-            raise ValueError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
+            raise InvalidArgumentError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
         if self.autosave_path is not None and not isinstance(self.autosave_path, (str, os.PathLike)):
-            raise ValueError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
+            raise InvalidArgumentError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
         signing_key(self.snapshot_key)  # raises a ValueError naming snapshot_key, never quoting it
         interval = self.purge_interval_seconds
         if interval is not None and (
@@ -86,7 +86,7 @@ class InMemoryCheckpointConfig(StoreLimits):
             or not interval > 0
             or (isinstance(interval, int) and interval > MAX_WHOLE)
         ):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"purge_interval_seconds must be a positive number of seconds (at most {MAX_WHOLE:.3g}, or math.inf) "
                 f"or None, got {interval!r:.40}"
             )

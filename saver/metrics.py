@@ -45,6 +45,7 @@ from weakref import WeakKeyDictionary
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
+from .engine import InvalidArgumentError
 from .saver import BoundedInMemorySaver
 from .tiered import TieredSaver, TieredStats
 
@@ -275,7 +276,7 @@ def register_metrics(
         if existing is not None:
             if existing.saver.store is saver.store:
                 return existing
-            raise ValueError(
+            raise InvalidArgumentError(
                 "this registry already exports the metrics of another saver, under the same names: give the "
                 "second saver a registry of its own (register_metrics(saver, CollectorRegistry())), or "
                 "unregister_metrics() the first"

@@ -60,6 +60,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from langgraph.checkpoint.bounded.config import InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import BoundedSaverError
 from langgraph.checkpoint.bounded.saver import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.snapshot import SnapshotError
 from langgraph.checkpoint.bounded.tiered import (
@@ -98,14 +99,14 @@ ENV_PREFIX = "BOUNDED_SAVER_"
 UNSET_OPTIONAL = ""  # an optional field set to the empty string means None (compose files "unset" that way)
 
 
-class ServingConfigError(ValueError):
+class ServingConfigError(BoundedSaverError, ValueError):
     """An environment variable ``BOUNDED_SAVER_*`` is unknown or holds an invalid value."""
 
 
 # --- environment variables -----------------------------------------------------------------
 
 
-class _Invalid(ValueError):
+class _Invalid(BoundedSaverError, ValueError):
     """A raw value that a parser refused; the caller adds the variable's name."""
 
 

@@ -108,6 +108,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import UUID as LangGraphUUID
 
+from ..engine import BoundedSaverError, InvalidArgumentError
 from .durable import DURABLE_CALL_SECONDS, DurableSideError
 from .durable_format import kind_of
 from .pools import in_durable_pool
@@ -139,7 +140,7 @@ _LOCK_POSTGRES = "SELECT pg_advisory_xact_lock(%s)"
 _LOCK_KEY_PERSON = b"lg-put-if-newest"  # blake2b's personalization: these keys differ from other uses' hashes
 
 
-class CheckpointConflictError(RuntimeError):
+class CheckpointConflictError(BoundedSaverError, RuntimeError):
     """A conditional put found another newest checkpoint than the one expected: nothing was written.
 
     Attributes:
@@ -247,9 +248,9 @@ def _put(
 ) -> _Put:
     located = config.get("configurable") or {}
     if "thread_id" not in located:
-        raise ValueError("a conditional put needs config['configurable']['thread_id']")
+        raise InvalidArgumentError("a conditional put needs config['configurable']['thread_id']")
     if expected is not None and not isinstance(expected, str):
-        raise ValueError(f"expected must be a checkpoint id (str) or None, got {type(expected).__name__}")
+        raise InvalidArgumentError(f"expected must be a checkpoint id (str) or None, got {type(expected).__name__}")
     namespace = located.get("checkpoint_ns", "") or ""
     return _Put(config, checkpoint, metadata, new_versions, str(located["thread_id"]), str(namespace), expected)
 
@@ -293,7 +294,7 @@ def conditional_support(saver: BaseCheckpointSaver[Any]) -> str | None:
 def _supported(saver: BaseCheckpointSaver[Any]) -> Kind:
     reason = conditional_support(saver)
     if reason is not None:
-        raise ValueError(reason)
+        raise InvalidArgumentError(reason)
     kind = _kind(saver)
     assert kind is not None
     return kind

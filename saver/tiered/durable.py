@@ -71,7 +71,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..config import InMemoryCheckpointConfig
-from ..engine import StoreLimits, WriteRecord
+from ..engine import BoundedSaverError, InvalidArgumentError, StoreLimits, WriteRecord
 from ..locations import configurable
 from .durable_format import Newest, format_of
 from .landing import Landings
@@ -108,11 +108,11 @@ OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
 T = TypeVar("T")
 
 
-class DurableSideError(RuntimeError):
+class DurableSideError(BoundedSaverError, RuntimeError):
     """The durable saver cannot serve this side here (a sync call on an async saver's own event loop)."""
 
 
-class DurableClosedError(RuntimeError):
+class DurableClosedError(BoundedSaverError, RuntimeError):
     """Write-back: a write refused because the durable saver's connection was found closed (``DurableHealth.closed``),
     so the unflushed writes before it cannot be flushed; the message names the failure and those writes."""
 
@@ -231,7 +231,7 @@ class DurableTier:
         landings: Landings | None = None,
     ) -> None:
         if not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
+            raise InvalidArgumentError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
         self.saver = saver
         self.health = health
         self.timeout = timeout

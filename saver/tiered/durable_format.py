@@ -56,7 +56,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..engine import WriteRecord
+from ..engine import InvalidArgumentError, WriteRecord
 
 __all__ = [
     "DurableFormat",
@@ -278,7 +278,9 @@ class SqliteFormat(DurableFormat):
         try:
             text = json.dumps(merged, ensure_ascii=False)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"metadata cannot be stored by the durable tier's SqliteSaver, as JSON: {error}") from None
+            raise InvalidArgumentError(
+                f"metadata cannot be stored by the durable tier's SqliteSaver, as JSON: {error}"
+            ) from None
         normalized: CheckpointMetadata = json.loads(text.encode("utf-8", "ignore"))
         return normalized
 
@@ -408,11 +410,13 @@ class PostgresFormat(DurableFormat):
         try:
             text = json.dumps(merged, allow_nan=False)
         except (TypeError, ValueError) as error:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"metadata cannot be stored by the durable tier's PostgreSQL saver, as jsonb: {error}"
             ) from None
         if _NUL in text:
-            raise ValueError("metadata cannot be stored by the durable tier's PostgresSaver: jsonb holds no \\u0000")
+            raise InvalidArgumentError(
+                "metadata cannot be stored by the durable tier's PostgresSaver: jsonb holds no \\u0000"
+            )
         normalized: CheckpointMetadata = _jsonb_value(json.loads(text))
         return normalized
 

@@ -52,6 +52,7 @@ from ..engine import (
     BlobKey,
     CheckpointCapacityError,
     CheckpointRecord,
+    InvalidArgumentError,
     Store,
     WriteRecord,
     identifiers,
@@ -654,7 +655,7 @@ def writes_location(config: RunnableConfig) -> tuple[str, str, str]:
     """
     thread_id, namespace, checkpoint_id = locate(config)
     if checkpoint_id is None:
-        raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        raise InvalidArgumentError("put_writes needs config['configurable']['checkpoint_id']")
     return thread_id, namespace, checkpoint_id
 
 

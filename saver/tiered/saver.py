@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 from .. import codec
 from ..background import Periodic, Resumable
 from ..config import InMemoryCheckpointConfig
-from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, Store
+from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, InvalidArgumentError, Store
 from ..locations import channel_names, locate, normalize_id, normalize_ids, root_checkpoint_of
 from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
@@ -174,7 +174,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         )
         problem = kind_problem(retention, kind_of(durable))
         if problem is not None:
-            raise ValueError(problem)
+            raise InvalidArgumentError(problem)
         super().__init__(serde=durable.serde)
         self.config = config
         self.flush_interval_seconds = settings.flush_interval_seconds
@@ -325,9 +325,13 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         ``list(None)`` of everything stored, plus O(size of each due thread) round trips.
         """
         if self._sweeper is None:
-            raise ValueError("sweep() needs a retention policy: TieredSaver(durable, retention=RetentionPolicy(...))")
+            raise InvalidArgumentError(
+                "sweep() needs a retention policy: TieredSaver(durable, retention=RetentionPolicy(...))"
+            )
         if max_threads is not None and (type(max_threads) is not int or max_threads < 1):
-            raise ValueError(f"max_threads must be a whole number of at least 1 or None, got {max_threads!r:.40}")
+            raise InvalidArgumentError(
+                f"max_threads must be a whole number of at least 1 or None, got {max_threads!r:.40}"
+            )
         return run_pass(self._tiers, self._sweeper, max_threads=max_threads)
 
     async def asweep(self, *, max_threads: int | None = None) -> SweepReport:

@@ -15,7 +15,7 @@ from typing import Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..config import InMemoryCheckpointConfig
-from ..engine import MIB
+from ..engine import MIB, InvalidArgumentError
 from .conditional import conditional_support
 
 __all__ = [
@@ -103,14 +103,14 @@ def check_arguments(
     Runtime complexity: O(1).
     """
     if not isinstance(durable, BaseCheckpointSaver):
-        raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(durable).__name__}")
+        raise InvalidArgumentError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(durable).__name__}")
     checked = _checked_config(config)
     if write not in WRITE_MODES:
-        raise ValueError(f"write must be one of {WRITE_MODES}, got {write!r}")
+        raise InvalidArgumentError(f"write must be one of {WRITE_MODES}, got {write!r}")
     if coherence not in COHERENCE_MODES:
-        raise ValueError(f"coherence must be one of {COHERENCE_MODES}, got {coherence!r}")
+        raise InvalidArgumentError(f"coherence must be one of {COHERENCE_MODES}, got {coherence!r}")
     if coherence == "validate" and write == "back":
-        raise ValueError(
+        raise InvalidArgumentError(
             "coherence='validate' needs write='through': with write='back' another process cannot see this "
             "one's unflushed writes, so no check can make its reads coherent"
         )
@@ -120,18 +120,18 @@ def check_arguments(
         max_dirty_seconds = flush_interval_seconds
     _check_positive("max_dirty_seconds", max_dirty_seconds)
     if oversize not in OVERSIZE_MODES:
-        raise ValueError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
+        raise InvalidArgumentError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
     if not isinstance(conditional_writes, bool):
-        raise ValueError(f"conditional_writes must be True or False, got {conditional_writes!r:.40}")
+        raise InvalidArgumentError(f"conditional_writes must be True or False, got {conditional_writes!r:.40}")
     if conditional_writes:
         if write == "back":
-            raise ValueError(
+            raise InvalidArgumentError(
                 "conditional_writes=True needs write='through': with write='back' a write is acknowledged before the "
                 "durable tier sees it, so a conflict found at its flush could be told to nobody"
             )
         reason = conditional_support(durable)
         if reason is not None:
-            raise ValueError(f"conditional_writes=True: {reason}")
+            raise InvalidArgumentError(f"conditional_writes=True: {reason}")
     settings = Settings(
         write,
         coherence,
@@ -150,14 +150,14 @@ def _checked_config(config: object) -> InMemoryCheckpointConfig:
     if config is None:
         return InMemoryCheckpointConfig()
     if not isinstance(config, InMemoryCheckpointConfig):
-        raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+        raise InvalidArgumentError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
     if config.on_evict is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "config.on_evict must be unset for a TieredSaver: a thread leaving memory is not lost, it stays in the "
             "durable tier"
         )
     if config.autosave_path is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "config.autosave_path must be unset for a TieredSaver: the durable tier is what persists, not snapshots"
         )
     return config
@@ -166,4 +166,4 @@ def _checked_config(config: object) -> InMemoryCheckpointConfig:
 def _check_positive(name: str, value: object) -> None:
     """Refuse anything but a positive number (``math.inf`` included). Runtime complexity: O(1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not value > 0:
-        raise ValueError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")
+        raise InvalidArgumentError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")
