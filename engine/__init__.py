@@ -5,8 +5,8 @@ channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
 
 ``__all__`` is what a user of the engine alone needs: the ``Store``, its limits, records, stats, exports and
-errors. The names imported with a redundant ``as`` (``X as X``) serve ``saver/`` (which reaches the engine only through this
-module); they are not the engine's public API and may change.
+errors. The names imported with a redundant ``as`` (``X as X``) serve ``saver/`` (which reaches the engine
+only through this module); they are not the engine's public API and may change.
 """
 
 from . import identifiers as identifiers
