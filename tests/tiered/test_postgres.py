@@ -26,7 +26,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.types import Command
 
-from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
 from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
 from tests.support.graphs import SCENARIOS, Runner, approval_graph, describe, thread, without_interrupt_ids
 from tests.support.paths import ROOT
@@ -70,7 +70,7 @@ def pooled_saver(conninfo: str) -> Any:
         check=ConnectionPool.check_connection,
         open=True,
     )
-    return PostgresSaver(pool)  # type: ignore[arg-type]
+    return PostgresSaver(pool)
 
 
 def restart(cluster: PostgresCluster, durable: Any) -> None:
@@ -97,7 +97,7 @@ def test_graphs_over_postgres_answer_as_the_stock_saver(
     cluster: PostgresCluster, name: str, write: str, use_async: bool
 ) -> None:
     durable = postgres_saver(cluster.conninfo)
-    tiered = TieredSaver(durable, config=SMALL, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, config=SMALL, write=write)
     expected = run(name, StockSaver(), use_async=use_async)
     threads_before = {item.config["configurable"]["thread_id"] for item in durable.list(None)}
     for thread_id in threads_before:
@@ -158,13 +158,13 @@ def test_write_through_while_postgres_is_down_refuses_clearly_and_goes_on_once_i
     tiered = TieredSaver(durable, config=SMALL)
     app, stock = approval_graph(tiered, {}), approval_graph(StockSaver(), {})
     assert conversation_turns(app, "outage", range(2)) == conversation_turns(stock, "outage", range(2))
-    before = tiered.store.export_thread("outage")
+    before = tiered._store.export_thread("outage")
     state = describe(app.get_state(thread("outage")))
     cluster.stop()
     try:
         with pytest.raises((OperationalError, PoolTimeout)):
             app.invoke({"messages": ["during the outage"]}, thread("outage"))
-        assert tiered.store.export_thread("outage") == before  # nothing acknowledged, nothing in memory
+        assert tiered._store.export_thread("outage") == before  # nothing acknowledged, nothing in memory
         assert describe(app.get_state(thread("outage"))) == state  # reads of hot threads go on
         assert tiered.stats().durable_errors >= 1
     finally:
@@ -180,9 +180,7 @@ def test_write_back_while_postgres_is_down_holds_writes_then_refuses_then_flushe
     tiered = TieredSaver(
         durable,
         config=SMALL,
-        write="back",
-        max_dirty_bytes=60_000,
-        flush_interval_seconds=float("inf"),
+        write=WriteBack(flush_interval_seconds=float("inf"), max_dirty_bytes=60_000),
     )
     app, stock = approval_graph(tiered, {}), approval_graph(StockSaver(), {})
     assert conversation_turns(app, "held", range(2)) == conversation_turns(stock, "held", range(2))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
 from langgraph.checkpoint.bounded.tiered import flushing
 from langgraph.checkpoint.bounded.tiered.durable import DurableClosedError
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
@@ -120,7 +120,7 @@ def test_no_unflushed_write_outlives_max_dirty_seconds_over_a_slow_tier(db: Path
     the calls under way: the writers wait for the tier, and every thread is served."""
     clock = FakeClock()
     durable = SlowClockedSqlite(db, clock)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=BOUND, max_dirty_seconds=BOUND, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=BOUND, max_dirty_seconds=BOUND), clock=clock)
     tiered.close()  # the periodic flush is driven below, in rounds, not in seconds
     worst: dict[str, float] = {}
     lock = threading.Lock()
@@ -190,7 +190,7 @@ def test_a_waiting_writer_waits_for_the_flush_under_way_instead_of_flushing(db: 
     condition): it starts no flush of its own over every dirty thread."""
     clock = FakeClock()
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=BOUND, max_dirty_seconds=BOUND, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=BOUND, max_dirty_seconds=BOUND), clock=clock)
     tiered.close()
     put_turn(tiered, "a", None, 0)
     durable.gated = {"put"}
@@ -224,9 +224,7 @@ def outage_saver(db: Path, max_dirty_bytes: float = math.inf) -> tuple[Controlle
     tiered = TieredSaver(
         durable,
         config=InMemoryCheckpointConfig(max_threads=1),  # each new thread evicts the last: a spill
-        write="back",
-        flush_interval_seconds=3_600,  # the periodic flush runs (it will find the tier back), not within the test
-        max_dirty_bytes=max_dirty_bytes,
+        write=WriteBack(flush_interval_seconds=3_600, max_dirty_bytes=max_dirty_bytes),
     )
     return durable, tiered
 
@@ -329,12 +327,12 @@ def test_a_periodic_flush_finding_the_connection_closed_refuses_the_next_write(
         from psycopg import OperationalError
 
         closed, words = OperationalError, "the connection is closed"
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf))
     parent = put_turn(tiered, "a", None, 0)
     durable.conn.close()
     with pytest.raises(closed):
         flushing.flush_in_background(tiered._tiers)
-    before = tiered.store.export_thread("a")
+    before = tiered._store.export_thread("a")
     with pytest.raises(DurableClosedError) as refused:
         if use_async:
             asyncio.run(aput_turn(tiered, "a", parent, 1))
@@ -343,7 +341,7 @@ def test_a_periodic_flush_finding_the_connection_closed_refuses_the_next_write(
     message = str(refused.value)
     assert "thread 'a'" in message and words in message and "nothing was written" in message
     assert "2 unflushed writes of 1 threads ('a' (2))" in message
-    assert tiered.store.export_thread("a") == before
+    assert tiered._store.export_thread("a") == before
     assert tiered.stats().rejections["durable_closed"] == 1
     with pytest.raises(closed):
         tiered.close()  # the last flush fails: close() raises
@@ -453,8 +451,7 @@ def test_a_late_flush_under_a_deleted_parent_is_refused(
     policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
     older = TieredSaver(
         durable_for(backend, db, request),
-        write="back",
-        flush_interval_seconds=math.inf,
+        write=WriteBack(flush_interval_seconds=math.inf),
         retention=policy if deleter == "retention" else None,
         wall_clock=wall,
     )
@@ -502,14 +499,14 @@ def test_a_flush_continuing_its_own_last_flush_reads_no_parent(db: Path) -> None
 
     durable = ControlledSqlite(db)
     policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf, retention=policy)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf), retention=policy)
     parent = put_turn(tiered, "t", None, 0)
     tiered.flush()  # no parent: no check
     for step in range(1, 4):
         parent = put_turn(tiered, "t", parent, step)
         tiered.flush()
     assert tiered._shared.counters.parent_checks == 0 and durable.calls["get_tuple"] == 0
-    plain = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    plain = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=math.inf))
     put_turn(plain, "t", parent, 9)
     plain.flush()  # another saver's parent, no policy: checked
     assert plain._shared.counters.parent_checks == 1

@@ -72,7 +72,8 @@ class RetentionPolicy:
             2,147,483,647.
 
     Raises:
-        ValueError: A value is invalid, naming the field.
+        InvalidArgumentError: A value is invalid, naming the field, or neither ``idle_ttl_seconds`` nor
+            ``keep_last`` is set (the policy would remove nothing).
 
     Example:
         ```python
@@ -111,6 +112,11 @@ class RetentionPolicy:
                     f"interrupted_ttl_seconds must be at least idle_ttl_seconds ({self.idle_ttl_seconds:,}), got "
                     f"{self.interrupted_ttl_seconds!r:.40}"
                 )
+        if self.idle_ttl_seconds is None and self.keep_last is None:
+            raise InvalidArgumentError(
+                "RetentionPolicy() removes nothing: set idle_ttl_seconds (sweep threads idle for longer), keep_last "
+                "(keep each namespace's newest checkpoints), or both; or pass retention=None to keep everything"
+            )
 
     @property
     def keeps_checkpoints(self) -> bool:
