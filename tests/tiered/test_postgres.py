@@ -6,8 +6,8 @@
 * PostgreSQL stopped in the middle of a run: clear errors, nothing diverges, and everything goes on
   once it is back (write-through refuses the writes; write-back holds them up to ``max_dirty_bytes``).
 * Two processes writing and reading the same threads through one PostgreSQL: with
-  ``coherence="validate"`` no read is stale; with the default (sticky) one is, which is why the
-  default needs sticky routing.
+  ``WriteThrough(processes="many")`` no read is stale; with the default (one process per thread) one is,
+  which is why the default needs sticky routing.
 
 Without PostgreSQL binaries the module is skipped, saying so loudly.
 """
@@ -222,7 +222,7 @@ WORKER = textwrap.dedent(
     from langgraph.graph import END, START, StateGraph
     from psycopg import Connection
     from psycopg.rows import dict_row
-    from langgraph.checkpoint.bounded import TieredSaver
+    from langgraph.checkpoint.bounded import TieredSaver, WriteThrough
 
     class Chat(TypedDict):
         messages: Annotated[list[str], operator.add]
@@ -232,7 +232,7 @@ WORKER = textwrap.dedent(
     builder.add_edge(START, "reply")
     builder.add_edge("reply", END)
     connection = Connection.connect(sys.argv[1], autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = TieredSaver(PostgresSaver(connection), coherence=sys.argv[2])
+    saver = TieredSaver(PostgresSaver(connection), write=WriteThrough(processes=sys.argv[2]))
     app = builder.compile(checkpointer=saver)
     for line in sys.stdin:
         thread_id, text = line.split()
@@ -245,12 +245,12 @@ WORKER = textwrap.dedent(
 )
 
 
-def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int, int]]:
+def alternate(conninfo: str, processes: str, rounds: int) -> list[tuple[int, int, int]]:
     """Two processes take turns on three threads; each reports how many messages it saw before its turn,
     and how many there should have been."""
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, conninfo, coherence],
+            [sys.executable, "-c", WORKER, conninfo, processes],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -258,19 +258,19 @@ def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int
         )
         for _ in range(2)
     ]
-    expected = {f"{coherence}-{index}": 0 for index in range(3)}
+    expected = {f"{processes}-{index}": 0 for index in range(3)}
     seen: list[tuple[int, int, int]] = []
     try:
         for turn in range(rounds):
             process = processes[turn % 2]
-            thread_id = f"{coherence}-{turn % 3}"
+            thread_id = f"{processes}-{turn % 3}"
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(f"{thread_id} message-{turn}\n")
             process.stdin.flush()
             report = json.loads(process.stdout.readline())
             seen.append((report["seen"], expected[thread_id], report["validations"]))
             expected[thread_id] += 2
-            if coherence == "validate":
+            if processes == "many":
                 assert report["after"] == expected[thread_id]
     finally:
         for process in processes:
@@ -280,13 +280,13 @@ def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int
     return seen
 
 
-def test_two_processes_never_read_stale_in_validate_mode(cluster: PostgresCluster) -> None:
-    seen = alternate(cluster.conninfo, "validate", rounds=24)
+def test_two_processes_never_read_stale_when_several_are_declared(cluster: PostgresCluster) -> None:
+    seen = alternate(cluster.conninfo, "many", rounds=24)
     assert [(got, expected) for got, expected, _ in seen] == [(expected, expected) for _, expected, _ in seen]
     assert seen[-1][2] > 0  # the check ran
 
 
 def test_two_processes_can_read_stale_without_validation(cluster: PostgresCluster) -> None:
     """The default promises one process per thread at a time: break that, and a hot copy goes stale."""
-    seen = alternate(cluster.conninfo, "sticky", rounds=24)
+    seen = alternate(cluster.conninfo, "one", rounds=24)
     assert any(got < expected for got, expected, _ in seen)

@@ -143,15 +143,17 @@ def dangling_parents(path: Path) -> list[tuple[str, str]]:
 
 
 def tiered(path: Path | None, clock: Clock, *, durable: Any = None, **policy: Any) -> TieredSaver:
-    """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked."""
+    """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked (no
+    retention when ``policy`` sets neither ``idle_ttl_seconds`` nor ``keep_last``)."""
     settings: dict[str, Any] = {"sweep_interval_seconds": math.inf, **policy}
     if durable is None:
         assert path is not None
         durable = sqlite_durable(path)
+    removes = settings.get("idle_ttl_seconds") is not None or settings.get("keep_last") is not None
     return TieredSaver(
         durable,
         config=SMALL,
-        retention=RetentionPolicy(**settings),
+        retention=RetentionPolicy(**settings) if removes else None,
         clock=clock.monotonic,
         wall_clock=clock,
     )

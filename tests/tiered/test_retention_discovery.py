@@ -35,7 +35,7 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import START, StateGraph
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver, WriteBack
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver, WriteBack, WriteThrough
 from langgraph.checkpoint.bounded.tiered.landing import Landings
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at
 from langgraph.checkpoint.bounded.tiered.retention.sweep import DISCOVERY_OVERLAP_SECONDS
@@ -539,7 +539,7 @@ def test_a_rewind_into_an_open_range_takes_effect_when_it_ends() -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"conditional_writes": True}, {"write": "back", "flush_interval_seconds": math.inf}],
+    [{}, {"write": WriteThrough(processes="many")}, {"write": WriteBack(flush_interval_seconds=math.inf)}],
     ids=["through", "conditional", "back"],
 )
 def test_checkpoints_made_long_before_their_put_are_found(tmp_path: Path, settings: dict[str, Any]) -> None:

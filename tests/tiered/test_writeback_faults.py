@@ -360,11 +360,11 @@ EXITING = """
 import sqlite3, sys
 sys.path.insert(0, {root!r})
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.bounded import TieredSaver
+from langgraph.checkpoint.bounded import TieredSaver, WriteBack
 from tests.support.helpers import config, make_checkpoint
 
 durable = SqliteSaver(sqlite3.connect({db!r}, check_same_thread=False))
-tiered = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"))
+tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=float("inf")))
 stored = tiered.put(config("lost-thread"), make_checkpoint({{"n": 1}}), {{}}, {{"n": 1}})
 tiered.put_writes(stored, [("n", 2)], "task")
 {ending}
