@@ -245,12 +245,12 @@ WORKER = textwrap.dedent(
 )
 
 
-def alternate(conninfo: str, processes: str, rounds: int) -> list[tuple[int, int, int]]:
+def alternate(conninfo: str, several: str, rounds: int) -> list[tuple[int, int, int]]:
     """Two processes take turns on three threads; each reports how many messages it saw before its turn,
     and how many there should have been."""
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, conninfo, processes],
+            [sys.executable, "-c", WORKER, conninfo, several],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -258,19 +258,19 @@ def alternate(conninfo: str, processes: str, rounds: int) -> list[tuple[int, int
         )
         for _ in range(2)
     ]
-    expected = {f"{processes}-{index}": 0 for index in range(3)}
+    expected = {f"{several}-{index}": 0 for index in range(3)}
     seen: list[tuple[int, int, int]] = []
     try:
         for turn in range(rounds):
             process = processes[turn % 2]
-            thread_id = f"{processes}-{turn % 3}"
+            thread_id = f"{several}-{turn % 3}"
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(f"{thread_id} message-{turn}\n")
             process.stdin.flush()
             report = json.loads(process.stdout.readline())
             seen.append((report["seen"], expected[thread_id], report["validations"]))
             expected[thread_id] += 2
-            if processes == "many":
+            if several == "many":
                 assert report["after"] == expected[thread_id]
     finally:
         for process in processes:
