@@ -22,10 +22,10 @@ covered without a change here (a test fails if its type has no parser).
 With ``BOUNDED_SAVER_DURABLE`` set (``sqlite:///checkpoints.db``, ``postgresql://...``, or
 ``sqlite`` for the embedded default, a SQLite file in the working folder), the process-wide saver is
 a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a thread leaving memory
-is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
-``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES``, ``BOUNDED_SAVER_MAX_DIRTY_SECONDS``,
-``BOUNDED_SAVER_OVERSIZE`` and ``BOUNDED_SAVER_CONDITIONAL_WRITES`` set it up
-(``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``, ``BOUNDED_SAVER_RETENTION_STRATEGY``,
+is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``) with ``BOUNDED_SAVER_PROCESSES`` (``one`` or
+``many``: ``WriteThrough``) or ``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` and
+``BOUNDED_SAVER_MAX_DIRTY_SECONDS`` (``WriteBack``; refused with write-through, naming both variables), and
+``BOUNDED_SAVER_OVERSIZE`` set it up (``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``, ``BOUNDED_SAVER_RETENTION_STRATEGY``,
 ``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and ``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a
 ``RetentionPolicy`` (the Agent Server's ``checkpointer.ttl`` block, in seconds rather than minutes).
 
