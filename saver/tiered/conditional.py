@@ -183,7 +183,7 @@ class CheckpointConflictError(BoundedSaverError, RuntimeError):
         super().__init__(
             f"conditional put refused on thread {thread_id!r}, namespace {checkpoint_ns!r}: {wanted}, {seen}. "
             f"Nothing was written: another writer moved the thread on since this process last read or wrote it "
-            f"(another process, or a writer of this one that does not use conditional_writes). Read the thread "
+            f"(another process, or a writer that does not use WriteThrough(processes='many')). Read the thread "
             f"again (get_state) and retry the run from there."
         )
 

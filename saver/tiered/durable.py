@@ -24,7 +24,7 @@ rewrite deletes a thread and puts back what survives, which is not atomic (a
 crash between the two loses the thread's survivors) and cannot carry a pending
 write's ``task_path`` (the public API does not expose it).
 
-``newest`` answers the coherence check of ``coherence="validate"``: the newest
+``newest`` answers the coherence check of ``WriteThrough(processes="many")``: the newest
 checkpoint id of a namespace and a digest of its pending writes, by one indexed
 query where the saver's format reads its tables (``durable_format``: SQLite,
 PostgreSQL and ``InMemorySaver``, sync or async), else by a ``get_tuple``;

@@ -20,7 +20,7 @@ has a ``DurableFormat`` here:
   ``task_path``, which order and deduplicate later writes. ``exact_writes``
   reads them from the saver's own tables, so that a read-through admits the
   writes exactly as they are stored;
-* **the coherence check** (``coherence="validate"``): ``newest`` answers a
+* **the coherence check** (``WriteThrough(processes="many")``): ``newest`` answers a
   namespace's newest checkpoint id and a digest of its pending writes by one
   indexed query, and ``writes_digest`` computes the same digest from the hot
   copy's writes: a replaced write (a retried task's ``__error__``, a second

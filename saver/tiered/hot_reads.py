@@ -3,7 +3,7 @@
 Each read first asks the hot tier. It answers from memory when it holds the
 checkpoint, or when what it knows of the thread's copy (``tiered.residency``)
 proves the durable tier holds nothing more; otherwise it says so, and the
-caller reads through (``read_through``). With ``coherence="validate"`` a
+caller reads through (``read_through``). With ``WriteThrough(processes="many")`` a
 read without a checkpoint id first compares the hot copy with the durable
 tier's newest (``coherent``); a stale copy leaves memory.
 

@@ -545,7 +545,7 @@ def expected_newest(shared: Shared, thread_id: str, namespace: str, parent_id: s
 def put_if_newest(
     tiers: Tiers, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions
 ) -> RunnableConfig:
-    """The durable put of a write-through with ``conditional_writes``: made only while the namespace's newest
+    """The durable put of a write-through with ``processes="many"``: made only while the namespace's newest
     durable checkpoint is the one this process expects (``expected_newest``); on a conflict the thread's hot copy,
     stale, leaves memory, and the error goes to the caller, naming who wrote the newest it found.
 

@@ -406,7 +406,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """The checkpoint a config names, or the latest of its thread and namespace.
 
         Runtime complexity: a hit, that of ``BoundedInMemorySaver.get_tuple``; with
-        ``coherence="validate"`` and no checkpoint id, plus one round trip; a
+        ``processes="many"`` and no checkpoint id, plus one round trip; a
         miss, the durable saver's ``get_tuple`` plus encoding what it read.
         """
         tiers = self._tiers
@@ -571,7 +571,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 tier fails (the message names its failure).
             ThreadDeletedError: It continues a thread deleted since; nothing was written.
             UnstorableWriteError: It continues write-back writes the durable tier refused, which were dropped.
-            CheckpointConflictError: ``conditional_writes``: another process wrote the namespace since.
+            CheckpointConflictError: ``processes="many"``: another process wrote the namespace since.
             Exception: The durable saver's failure (write-through); the hot tier is unchanged.
 
         Runtime complexity: write-through, the durable saver's ``put`` plus
