@@ -26,8 +26,9 @@ is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``) with ``BOUNDED_SA
 ``many``: ``WriteThrough``) or ``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` and
 ``BOUNDED_SAVER_MAX_DIRTY_SECONDS`` (``WriteBack``; refused with write-through, naming both variables), and
 ``BOUNDED_SAVER_OVERSIZE`` set it up (``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``,
-``BOUNDED_SAVER_RETENTION_STRATEGY``, ``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and ``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a
-``RetentionPolicy`` (the Agent Server's ``checkpointer.ttl`` block, in seconds rather than minutes).
+``BOUNDED_SAVER_RETENTION_STRATEGY``, ``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and
+``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a ``RetentionPolicy`` (the Agent Server's
+``checkpointer.ttl`` block, in seconds rather than minutes).
 
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
 and lives as long as the process. The Agent Server enters the factory once per OS thread and
