@@ -1,9 +1,10 @@
-"""What a ``TieredSaver`` is set up with: its modes, their defaults, the constants its paths use, and the
-checks of its arguments.
+"""What a ``TieredSaver`` is set up with: its write policies (``WriteThrough``, ``WriteBack``), the modes and
+defaults behind them, the constants its paths use, and the checks of its arguments.
 
-Nothing here holds state: the modes and bounds are plain values, and
-``check_arguments`` refuses a bad setting with a ``ValueError`` that names it
-before anything is built.
+Nothing here holds state: the policies are frozen dataclasses checked when made, and ``check_arguments``
+refuses a bad setting with an ``InvalidArgumentError`` that names it before anything is built, then turns
+the policy into the ``Settings`` the paths read (``WriteThrough(processes="many")`` is
+``coherence="validate"`` with conditional puts).
 """
 
 from __future__ import annotations
