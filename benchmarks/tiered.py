@@ -11,7 +11,8 @@ folder):
 * ``postgres``: ``PostgresSaver`` alone; ``sqlite``: ``SqliteSaver`` on a file, alone;
 * ``tiered-pg-through``, ``tiered-pg-back``: ``TieredSaver(PostgresSaver)`` in each write mode
   (write-back flushing every second, as by default);
-* ``tiered-pg-validate``: write-through with ``coherence="validate"``;
+* ``tiered-pg-validate``: write-through with several processes (``WriteThrough(processes="many")``: validated
+  reads and conditional puts; before issue 33, ``coherence="validate"`` alone);
 * ``tiered-sqlite-through``, ``tiered-sqlite-back``: ``TieredSaver(SqliteSaver)`` on a file.
 
 Operations, each timed as a batch on every saver in turn, the order rotating round to round (the
@@ -177,11 +178,14 @@ def make_saver(name: str, conninfo: str | None, folder: Path) -> Any:
         return None
     if name == "postgres":
         return postgres_saver(conninfo)
-    coherence = "validate" if name.endswith("validate") else "sticky"
-    return TieredSaver(postgres_saver(conninfo), config=HOT, write=_mode(name), coherence=coherence)
+    return TieredSaver(postgres_saver(conninfo), config=HOT, write=_mode(name))
 
 
 def _mode(name: str) -> Any:
+    from langgraph.checkpoint.bounded import WriteThrough
+
+    if name.endswith("validate"):
+        return WriteThrough(processes="many")
     return "back" if name.endswith("-back") else "through"
 
 

@@ -61,12 +61,14 @@ class SlowSqlite(SqliteSaver):
 def child(path: Path, threads: int, delay: float) -> None:
     """Write back to back from ``threads`` threads until killed, logging each acknowledged put to stdout."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, for tests.support
-    from langgraph.checkpoint.bounded import TieredSaver
+    from langgraph.checkpoint.bounded import TieredSaver, WriteBack
     from tests.support.helpers import config, make_checkpoint
 
     durable = SlowSqlite(path, delay)
     durable.setup()
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=FLUSH_SECONDS, max_dirty_seconds=FLUSH_SECONDS)
+    tiered = TieredSaver(
+        durable, write=WriteBack(flush_interval_seconds=FLUSH_SECONDS, max_dirty_seconds=FLUSH_SECONDS)
+    )
     out = sys.stdout
     lock = threading.Lock()
 
@@ -146,7 +148,7 @@ def parent_check_cost(turns: int, conninfo: str | None) -> dict[str, float]:
     write) continuing the thread, with the check (no retention policy: every such flush reads its parent) and
     without (a policy with an idle TTL: the parent is this process's last flush, young, so it is not read)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from langgraph.checkpoint.bounded import RetentionPolicy, TieredSaver
+    from langgraph.checkpoint.bounded import RetentionPolicy, TieredSaver, WriteBack
     from tests.support.helpers import config, make_checkpoint
 
     def durable(folder: str) -> Any:
@@ -169,7 +171,7 @@ def parent_check_cost(turns: int, conninfo: str | None) -> dict[str, float]:
             ("checked", None),
             ("skipped", RetentionPolicy(idle_ttl_seconds=86_400, sweep_interval_seconds=math.inf)),
         ):
-            tiered = TieredSaver(durable(folder), write="back", flush_interval_seconds=math.inf, retention=retention)
+            tiered = TieredSaver(durable(folder), write=WriteBack(flush_interval_seconds=math.inf), retention=retention)
             parent, times = None, []
             for step in range(turns):
                 stored = tiered.put(config(label, "", parent), make_checkpoint({"n": step}), {}, {"n": step + 1})

@@ -3,20 +3,28 @@
 The engine knows thread ids, namespaces, checkpoint and parent ids, run ids,
 channel names, versions, serialized bytes, clocks, limits, LRU order and byte
 totals. It never imports LangGraph and never looks inside a payload.
+
+``__all__`` is what a user of the engine alone needs: the ``Store``, its limits, records, stats, exports and
+errors. The names imported with a redundant ``as`` (``X as X``) serve ``saver/`` (which reaches the engine
+only through this module); they are not the engine's public API and may change.
 """
 
-from . import identifiers
+from . import identifiers as identifiers
 from .errors import (
+    BoundedSaverError,
     CheckpointCapacityError,
     CheckpointRefusedError,
+    InvalidArgumentError,
     ResumeRefusedError,
     ThreadEvictedError,
     ThreadQuarantinedError,
-    dropped_how,
 )
+from .errors import dropped_how as dropped_how
 from .export import NamespaceExport, ThreadExport
-from .hooks import Announcements, delivering
-from .limits import KIB, MAX_WHOLE, MIB, StoreLimits
+from .hooks import Announcements as Announcements
+from .hooks import delivering as delivering
+from .limits import KIB, MIB, StoreLimits
+from .limits import MAX_WHOLE as MAX_WHOLE
 from .reads import CheckpointRef
 from .records import (
     Blob,
@@ -29,29 +37,30 @@ from .records import (
     WriteRecord,
     make_checkpoint_record,
     make_write_record,
-    payload_size,
 )
-from .stats import StoreStats, render_rows, size_text
+from .records import payload_size as payload_size
+from .stats import StoreStats
+from .stats import render_rows as render_rows
+from .stats import size_text as size_text
 from .store import Store
-from .tombstones import DroppedThread, RefusedCheckpoint
+from .tombstones import DroppedThread
 
 __all__ = [
     "KIB",
-    "MAX_WHOLE",
     "MIB",
-    "Announcements",
     "Blob",
     "BlobKey",
+    "BoundedSaverError",
     "ChannelHistory",
     "CheckpointCapacityError",
-    "CheckpointRefusedError",
     "CheckpointRecord",
     "CheckpointRef",
+    "CheckpointRefusedError",
     "CheckpointView",
     "DroppedThread",
+    "InvalidArgumentError",
     "NamespaceExport",
     "Payload",
-    "RefusedCheckpoint",
     "ResumeRefusedError",
     "Store",
     "StoreLimits",
@@ -61,12 +70,6 @@ __all__ = [
     "ThreadQuarantinedError",
     "Version",
     "WriteRecord",
-    "delivering",
-    "dropped_how",
-    "identifiers",
     "make_checkpoint_record",
     "make_write_record",
-    "payload_size",
-    "render_rows",
-    "size_text",
 ]

@@ -6,8 +6,10 @@ import math
 from datetime import UTC, datetime
 
 __all__ = [
+    "BoundedSaverError",
     "CheckpointCapacityError",
     "CheckpointRefusedError",
+    "InvalidArgumentError",
     "ResumeRefusedError",
     "ThreadEvictedError",
     "ThreadQuarantinedError",
@@ -16,7 +18,19 @@ __all__ = [
 ]
 
 
-class CheckpointCapacityError(Exception):
+class BoundedSaverError(Exception):
+    """The root of every error this package raises: one ``except BoundedSaverError`` catches every refusal.
+
+    Each subclass keeps the built-in base it had before the root existed (``ValueError``, ``RuntimeError``), so
+    that ``except ValueError`` and ``except RuntimeError`` clauses written against it still catch it.
+    """
+
+
+class InvalidArgumentError(BoundedSaverError, ValueError):
+    """A bad argument or setting, refused before anything was done; the message names it and its limit."""
+
+
+class CheckpointCapacityError(BoundedSaverError):
     """An operation would exceed a limit; it was rejected and changed nothing.
 
     Attributes:

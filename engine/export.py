@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .errors import InvalidArgumentError
 from .identifiers import check_blob_keys, check_identifier, check_namespace, check_version
 from .limits import StoreLimits
 from .namespace import Namespace
@@ -93,29 +94,33 @@ def checked_namespace(name: str, export: NamespaceExport, limits: StoreLimits) -
     """
     check_namespace(name, limits)
     if not isinstance(export, NamespaceExport):
-        raise ValueError(f"namespace {name!r} must be a NamespaceExport, got {type(export).__name__}")
+        raise InvalidArgumentError(f"namespace {name!r} must be a NamespaceExport, got {type(export).__name__}")
     for record in export.checkpoints:
         if not isinstance(record, CheckpointRecord):
-            raise ValueError(f"checkpoints of {name!r} must be CheckpointRecords, got {type(record).__name__}")
+            raise InvalidArgumentError(
+                f"checkpoints of {name!r} must be CheckpointRecords, got {type(record).__name__}"
+            )
         check_identifier("checkpoint_id", record.checkpoint_id, limits)
         if record.parent_id is not None:
             check_identifier("parent checkpoint_id", record.parent_id, limits)
         _check_payload("checkpoint", record.checkpoint)
         _check_payload("metadata", record.metadata)
         if not isinstance(record.versions, tuple) or len(record.versions) % 2:
-            raise ValueError(f"versions of {record.checkpoint_id!r} must be a flat (channel, ..., version, ...) tuple")
+            raise InvalidArgumentError(
+                f"versions of {record.checkpoint_id!r} must be a flat (channel, ..., version, ...) tuple"
+            )
         check_blob_keys(record.blob_keys(), limits)
     for checkpoint_id, writes in export.writes.items():
         check_identifier("checkpoint_id", checkpoint_id, limits)
         for write in writes:
             if not isinstance(write, WriteRecord):
-                raise ValueError(f"writes of {name!r} must be WriteRecords, got {type(write).__name__}")
+                raise InvalidArgumentError(f"writes of {name!r} must be WriteRecords, got {type(write).__name__}")
             check_identifier("task_id", write.task_id, limits)
             check_identifier("channel", write.channel, limits)
             if type(write.idx) is not int:
-                raise ValueError(f"idx of a write of {name!r} must be an int, got {type(write.idx).__name__}")
+                raise InvalidArgumentError(f"idx of a write of {name!r} must be an int, got {type(write.idx).__name__}")
             if type(write.task_path) is not str:
-                raise ValueError(f"task_path must be a string, got {type(write.task_path).__name__}")
+                raise InvalidArgumentError(f"task_path must be a string, got {type(write.task_path).__name__}")
             _check_payload("write value", write.value)
     for (channel, version), blob in export.blobs.items():
         check_identifier("channel", channel, limits)
@@ -132,4 +137,4 @@ def _check_payload(field: str, payload: object) -> None:
         and isinstance(payload[0], str)
         and isinstance(payload[1], (bytes, bytearray))
     ):
-        raise ValueError(f"{field} must be a (type, bytes) payload, got {type(payload).__name__}")
+        raise InvalidArgumentError(f"{field} must be a (type, bytes) payload, got {type(payload).__name__}")

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import NamedTuple
 
+from .errors import InvalidArgumentError
 from .export import ThreadExport
 from .tombstones import DroppedThread
 
@@ -83,7 +84,7 @@ class Announcements:
 
     def __init__(self, hook: DropHook | None) -> None:
         if hook is not None and not callable(hook):
-            raise ValueError(f"on_drop must be callable, got {type(hook).__name__}")
+            raise InvalidArgumentError(f"on_drop must be callable, got {type(hook).__name__}")
         self.hook = hook
         self.queue: deque[QueuedDrop] = deque()
         self.queued_bytes = 0

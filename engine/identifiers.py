@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import NoReturn
 
+from .errors import InvalidArgumentError
 from .limits import StoreLimits
 
 __all__ = [
@@ -54,15 +55,15 @@ def check_identifier(field: str, value: object, limits: StoreLimits) -> str:
     Runtime complexity: O(length), at most ``max_identifier_length``.
     """
     if not isinstance(value, str):
-        raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+        raise InvalidArgumentError(f"{field} must be a string, got {type(value).__name__}")
     if not value:
-        raise ValueError(f"{field} must not be empty")
+        raise InvalidArgumentError(f"{field} must not be empty")
     if len(value) > limits.max_identifier_length:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{field} is {len(value):,} characters long; max_identifier_length is {limits.max_identifier_length:,}"
         )
     if not value.isprintable():
-        raise ValueError(f"{field} must be printable, got {value!r:.80}")
+        raise InvalidArgumentError(f"{field} must be printable, got {value!r:.80}")
     return value
 
 
@@ -72,7 +73,7 @@ def refuse(field: str, value: object, limits: StoreLimits) -> NoReturn:
     Runtime complexity: O(length).
     """
     check_identifier(field, value, limits)
-    raise ValueError(f"{field} must be a str, not a subclass ({type(value).__name__})")
+    raise InvalidArgumentError(f"{field} must be a str, not a subclass ({type(value).__name__})")
 
 
 def admit_channel(known: set[str], channel: object, limits: StoreLimits) -> None:
@@ -81,7 +82,7 @@ def admit_channel(known: set[str], channel: object, limits: StoreLimits) -> None
     Runtime complexity: O(length), plus O(KNOWN_CHANNELS) to clear the set once per that many names.
     """
     if type(channel) is not str:
-        raise ValueError(f"channel must be a str, got {type(channel).__name__}")
+        raise InvalidArgumentError(f"channel must be a str, got {type(channel).__name__}")
     check_identifier("channel", channel, limits)
     if len(known) >= KNOWN_CHANNELS:
         known.clear()
@@ -98,12 +99,12 @@ def check_namespace(value: object, limits: StoreLimits) -> str:
     Runtime complexity: O(length).
     """
     if type(value) is not str:
-        raise ValueError(f"checkpoint_ns must be a string, got {type(value).__name__}")
+        raise InvalidArgumentError(f"checkpoint_ns must be a string, got {type(value).__name__}")
     if not value:
         return value
     segments = value.split(NAMESPACE_SEPARATOR)
     if len(segments) > limits.max_namespace_depth:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"checkpoint_ns has {len(segments)} segments; max_namespace_depth is {limits.max_namespace_depth}"
         )
     for segment in segments:
@@ -145,18 +146,20 @@ def check_record_version(channel: object, version: object) -> None:
     kind = type(version)
     if kind is str:
         if not version.isprintable():  # type: ignore[attr-defined]
-            raise ValueError(f"version of channel {channel!r:.80} must be printable text, got {version!r:.80}")
+            raise InvalidArgumentError(
+                f"version of channel {channel!r:.80} must be printable text, got {version!r:.80}"
+            )
     elif kind is int:
         if not MIN_INT_VERSION <= version <= MAX_INT_VERSION:  # type: ignore[operator]
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"version of channel {channel!r:.80} is an int of {version.bit_length()} bits: "  # type: ignore[attr-defined]
                 f"versions are at most 64-bit ({MIN_INT_VERSION} to {MAX_INT_VERSION})"
             )
     elif kind is float:
         if not math.isfinite(version):  # type: ignore[arg-type]
-            raise ValueError(f"version of channel {channel!r:.80} must be a finite number, got {version!r}")
+            raise InvalidArgumentError(f"version of channel {channel!r:.80} must be a finite number, got {version!r}")
     else:
-        raise ValueError(f"version of channel {channel!r:.80} must be str, int or float, got {kind.__name__}")
+        raise InvalidArgumentError(f"version of channel {channel!r:.80} must be str, int or float, got {kind.__name__}")
 
 
 def check_text(field: str, value: object) -> str:
@@ -164,12 +167,14 @@ def check_text(field: str, value: object) -> str:
     ``ValueError`` naming ``field``. Runtime complexity: O(length).
     """
     if type(value) is not str:
-        raise ValueError(f"{field} must be a string, got {type(value).__name__}")
+        raise InvalidArgumentError(f"{field} must be a string, got {type(value).__name__}")
     if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as error:
-            raise ValueError(f"{field} holds a lone surrogate at {error.start}, which no file can hold") from None
+            raise InvalidArgumentError(
+                f"{field} holds a lone surrogate at {error.start}, which no file can hold"
+            ) from None
     return value
 
 
@@ -178,7 +183,7 @@ def check_versions(known: set[str], versions: tuple[object, ...], limits: StoreL
     remembered in ``known``), each version as ``check_record_version`` says. Runtime complexity: O(channels).
     """
     if len(versions) % 2:
-        raise ValueError("channel_versions must map each channel to one version")
+        raise InvalidArgumentError("channel_versions must map each channel to one version")
     half = len(versions) // 2
     for channel, version in zip(versions[:half], versions[half:], strict=True):
         if channel not in known:

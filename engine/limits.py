@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
+from .errors import InvalidArgumentError
+
 __all__ = [
     "CHECKPOINT_LIMIT_POLICIES",
     "KIB",
@@ -101,11 +103,11 @@ class StoreLimits:
             elif field.type == SECONDS:
                 _check_positive(field.name, value)
         if self.on_checkpoint_limit not in CHECKPOINT_LIMIT_POLICIES:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"on_checkpoint_limit must be one of {CHECKPOINT_LIMIT_POLICIES}, got {self.on_checkpoint_limit!r}"
             )
         if self.on_namespace_limit not in NAMESPACE_LIMIT_POLICIES:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"on_namespace_limit must be one of {NAMESPACE_LIMIT_POLICIES}, got {self.on_namespace_limit!r}"
             )
 
@@ -125,33 +127,33 @@ class StoreLimits:
 
 def _check_positive(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a positive number, got {value!r:.80} ({type(value).__name__})")
+        raise InvalidArgumentError(f"{name} must be a positive number, got {value!r:.80} ({type(value).__name__})")
     _check_finite_or_inf(name, value)
     if math.isnan(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a positive number, got {value!r}")
 
 
 def _check_non_negative(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number of at least 0, got {value!r:.80} ({type(value).__name__})")
+        raise InvalidArgumentError(f"{name} must be a number of at least 0, got {value!r:.80} ({type(value).__name__})")
     _check_finite_or_inf(name, value)
     if math.isnan(value) or value < 0:
-        raise ValueError(f"{name} must be a number of at least 0, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a number of at least 0, got {value!r}")
 
 
 def _check_finite_or_inf(name: str, value: int | float) -> None:
     """A whole number too large for a float would overflow the arithmetic of expiry and eviction."""
     if isinstance(value, int) and value > MAX_WHOLE:
-        raise ValueError(f"{name} is larger than {MAX_WHOLE:.3g}; use math.inf to lift the limit")
+        raise InvalidArgumentError(f"{name} is larger than {MAX_WHOLE:.3g}; use math.inf to lift the limit")
 
 
 def _check_count(name: str, value: object) -> None:
     if value == math.inf and isinstance(value, float):
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{name} must be a whole number of at least 1 (or math.inf), got {value!r:.80} ({type(value).__name__})"
         )
     _check_finite_or_inf(name, value)
     if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be at least 1, got {value!r}")

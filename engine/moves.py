@@ -13,7 +13,7 @@ from itertools import islice
 from typing import NamedTuple
 
 from . import eviction, identifiers, memory
-from .errors import CheckpointCapacityError
+from .errors import CheckpointCapacityError, InvalidArgumentError
 from .export import ThreadExport, checked_namespace
 from .limits import StoreLimits
 from .namespace import Namespace
@@ -82,10 +82,10 @@ def prepare_import(export: ThreadExport, thread_id: str | None, limits: StoreLim
     Runtime complexity: O(size of the export), and O(n log n) per namespace of n checkpoints.
     """
     if not isinstance(export, ThreadExport):
-        raise ValueError(f"export must be a ThreadExport, got {type(export).__name__}")
+        raise InvalidArgumentError(f"export must be a ThreadExport, got {type(export).__name__}")
     target_id = identifiers.check_identifier("thread_id", export.thread_id if thread_id is None else thread_id, limits)
     if not isinstance(export.namespaces, Mapping):
-        raise ValueError(f"namespaces must be a mapping, got {type(export.namespaces).__name__}")
+        raise InvalidArgumentError(f"namespaces must be a mapping, got {type(export.namespaces).__name__}")
     checked = {name: checked_namespace(name, space, limits) for name, space in export.namespaces.items()}
     namespaces = {name: space for name, space in checked.items() if not space.is_empty()}  # nothing to keep
     largest = max(

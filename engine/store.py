@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import check, identifiers, memory, moves, reads, removal
-from .errors import CheckpointCapacityError, CheckpointRefusedError
+from .errors import CheckpointCapacityError, CheckpointRefusedError, InvalidArgumentError
 from .eviction import (
     expire,
     expire_oldest,
@@ -801,7 +801,7 @@ class Store(State):
         Runtime complexity: that of ``removal.prune``.
         """
         if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
-            raise ValueError(f"keep_last must be a whole number of at least 1, got {keep_last!r:.40}")
+            raise InvalidArgumentError(f"keep_last must be a whole number of at least 1, got {keep_last!r:.40}")
         ids = [identifiers.check_identifier("thread_id", thread_id, self.limits) for thread_id in thread_ids]
         with self.lock:
             removal.prune(self, ids, keep_last=keep_last)

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from .compression import CompressingSerializer
     from .config import InMemoryCheckpointConfig
     from .engine import (
+        BoundedSaverError,
         CheckpointCapacityError,
         CheckpointRefusedError,
         DroppedThread,
+        InvalidArgumentError,
         StoreStats,
         ThreadEvictedError,
         ThreadExport,
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
         TieredSaver,
         TieredStats,
         UnstorableWriteError,
+        WriteBack,
+        WriteThrough,
     )
     from .transfer import copy_threads
 
@@ -67,6 +71,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 _EXPORTS = {
     "BoundedInMemorySaver": ".saver",
+    "BoundedSaverError": ".engine",
     "CheckpointCapacityError": ".engine",
     "CheckpointConflictError": ".tiered",
     "CheckpointRefusedError": ".engine",
@@ -74,6 +79,7 @@ _EXPORTS = {
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
     "InMemorySaver": ".saver",
+    "InvalidArgumentError": ".engine",
     "InterruptLostError": ".interrupts",
     "LoadReport": ".snapshot",
     "PayloadTagError": ".payload_tags",
@@ -91,11 +97,14 @@ _EXPORTS = {
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
     "UnstorableWriteError": ".tiered",
+    "WriteBack": ".tiered",
+    "WriteThrough": ".tiered",
     "copy_threads": ".transfer",
 }
 
 __all__ = [
     "BoundedInMemorySaver",
+    "BoundedSaverError",
     "CheckpointCapacityError",
     "CheckpointConflictError",
     "CheckpointRefusedError",
@@ -104,6 +113,7 @@ __all__ = [
     "InMemoryCheckpointConfig",
     "InMemorySaver",
     "InterruptLostError",
+    "InvalidArgumentError",
     "LoadReport",
     "PayloadTagError",
     "RetentionPolicy",
@@ -120,6 +130,8 @@ __all__ = [
     "TieredSaver",
     "TieredStats",
     "UnstorableWriteError",
+    "WriteBack",
+    "WriteThrough",
     "__version__",
     "copy_threads",
 ]

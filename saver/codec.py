@@ -28,6 +28,7 @@ from .engine import (
     ChannelHistory,
     CheckpointRecord,
     CheckpointView,
+    InvalidArgumentError,
     WriteRecord,
     identifiers,
     make_checkpoint_record,
@@ -88,7 +89,7 @@ def encode_checkpoint(
     except TypeError as error:
         if isinstance(version, Hashable) and isinstance(channel, Hashable):
             raise _unserializable(f"channel {channel!r}", values.get(channel), error) from error  # type: ignore[call-overload]
-        raise ValueError(f"new_versions must map channels to str, int or float versions: {error}") from None
+        raise InvalidArgumentError(f"new_versions must map channels to str, int or float versions: {error}") from None
     merged = get_checkpoint_metadata(config, metadata)
     run_id = merged.get("run_id")
     counters = merged.get(DELTA_COUNTERS_KEY)
@@ -126,12 +127,12 @@ def encode_writes(
 ) -> list[WriteRecord]:
     """Write records for ``put_writes``; special channels get their negative index."""
     if type(writes) not in _PLAIN_SEQUENCES and (isinstance(writes, (str, bytes)) or not isinstance(writes, Iterable)):
-        raise ValueError(f"writes must be a sequence of (channel, value) pairs, got {type(writes).__name__}")
+        raise InvalidArgumentError(f"writes must be a sequence of (channel, value) pairs, got {type(writes).__name__}")
     records = []
     dumps = serde.dumps_typed
     for idx, write in enumerate(writes):
         if not isinstance(write, (tuple, list)) or len(write) != 2:
-            raise ValueError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
+            raise InvalidArgumentError(f"writes[{idx}] must be a (channel, value) pair, got {write!r:.80}")
         channel, value = write
         try:
             tag, data = dumps(value)
@@ -145,12 +146,12 @@ def encode_writes(
 def _delta_channels(counters: object) -> frozenset[str]:
     """The DeltaChannels a checkpoint's metadata says it does not store (names, checked by the engine)."""
     if isinstance(counters, (str, bytes)) or not isinstance(counters, Iterable):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"metadata[{DELTA_COUNTERS_KEY!r}] must map channel names to counts, got {type(counters).__name__}"
         )
     names = frozenset(counters)
     if any(type(name) is not str for name in names):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"metadata[{DELTA_COUNTERS_KEY!r}] must map channel names (text) to counts, "
             f"got {sorted(map(repr, names))!s:.120}"
         )
@@ -162,7 +163,7 @@ def _run_id_text(run_id: object) -> str:
     try:
         return str(run_id)
     except ValueError:  # an int too large to print
-        raise ValueError(f"metadata['run_id'] must be text or a UUID, got {type(run_id).__name__}") from None
+        raise InvalidArgumentError(f"metadata['run_id'] must be text or a UUID, got {type(run_id).__name__}") from None
 
 
 def _unserializable(what: str, value: Any, error: TypeError) -> TypeError:
@@ -171,7 +172,7 @@ def _unserializable(what: str, value: Any, error: TypeError) -> TypeError:
 
 def _require_mapping(field: str, value: object) -> None:
     if type(value) is not dict and not isinstance(value, Mapping):
-        raise ValueError(f"{field} must be a mapping, got {type(value).__name__}")
+        raise InvalidArgumentError(f"{field} must be a mapping, got {type(value).__name__}")
 
 
 def decode_view(

@@ -39,6 +39,8 @@ from typing import Any, Literal
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from .engine import InvalidArgumentError
+
 __all__ = [
     "CODECS",
     "DEFAULT_LEVELS",
@@ -121,12 +123,14 @@ def _functions(codec: str) -> _Functions:
         return _ZLIB
     if codec == "zstd":
         if _ZSTD is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "a value is compressed with zstd, which this process cannot read: install the compression extra "
                 "(pip install 'langgraph-checkpoint-bounded[compression]', which brings zstandard)"
             )
         return _ZSTD
-    raise ValueError(f"a value is tagged with the unknown compression codec {codec!r:.40}: expected one of {CODECS}")
+    raise InvalidArgumentError(
+        f"a value is tagged with the unknown compression codec {codec!r:.40}: expected one of {CODECS}"
+    )
 
 
 class CompressingSerializer(SerializerProtocol):
@@ -171,19 +175,19 @@ class CompressingSerializer(SerializerProtocol):
         codec: Codec | None = None,
     ) -> None:
         if isinstance(threshold_bytes, bool) or not isinstance(threshold_bytes, int) or threshold_bytes < 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"threshold_bytes must be a whole number of bytes, at least 0, got {threshold_bytes!r:.40}"
             )
         if codec is None:
             codec = "zstd" if _ZSTD is not None else "zlib"
         if codec not in CODECS:
-            raise ValueError(f"codec must be one of {CODECS}, got {codec!r:.40}")
+            raise InvalidArgumentError(f"codec must be one of {CODECS}, got {codec!r:.40}")
         if codec == "zstd" and _ZSTD is None:
             _functions("zstd")  # raises, naming the extra
         chosen = DEFAULT_LEVELS[codec] if level is None else level
         if isinstance(chosen, bool) or not isinstance(chosen, int) or chosen not in _LEVELS[codec]:
             span = _LEVELS[codec]
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"level for {codec} must be a whole number from {span[0]} to {span[-1]}, got {level!r:.40}"
             )
         self.serde: SerializerProtocol = serde if serde is not None else JsonPlusSerializer(pickle_fallback=False)

@@ -6,12 +6,23 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .engine import KIB, MAX_WHOLE, DroppedThread, StoreLimits, ThreadExport
+from .engine import KIB, MAX_WHOLE, DroppedThread, InvalidArgumentError, StoreLimits, ThreadExport
 from .snapshot import SnapshotKey, signing_key
 
 __all__ = [
+    "MIN_BYTE_LIMIT",
     "InMemoryCheckpointConfig",
 ]
+
+
+MIN_BYTE_LIMIT = 128
+"""The least ``max_checkpoint_bytes``, ``max_total_bytes`` and ``max_memory_bytes`` take: below it no checkpoint
+LangGraph writes fits (an empty one, with its id, timestamp and field names, counts about 150 bytes), so the saver
+would refuse every write. The engine's own ``StoreLimits`` take any positive number (it stores records, not
+LangGraph checkpoints)."""
+
+BYTE_LIMITS = ("max_checkpoint_bytes", "max_total_bytes", "max_memory_bytes")
+"""The byte limits ``MIN_BYTE_LIMIT`` applies to (one pending write may be a few bytes)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,8 @@ class InMemoryCheckpointConfig(StoreLimits):
     (``ThreadQuarantinedError``).
 
     Invalid values (zero, negative, NaN, ``bool``, a fraction where a count is
-    expected) raise ``ValueError`` naming the field.
+    expected, a byte limit below ``MIN_BYTE_LIMIT``, 128 bytes, which no checkpoint fits in) raise
+    ``InvalidArgumentError`` (a ``ValueError``) naming the field.
 
     ``on_evict(dropped, export)`` is called for every thread the saver evicts or
     expires, with why and when (``DroppedThread``) and everything the thread
@@ -74,10 +86,16 @@ class InMemoryCheckpointConfig(StoreLimits):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for name in BYTE_LIMITS:
+            if getattr(self, name) < MIN_BYTE_LIMIT:
+                raise InvalidArgumentError(
+                    f"{name} must be at least {MIN_BYTE_LIMIT} bytes, got {getattr(self, name)!r}: no LangGraph "
+                    f"checkpoint fits in less (an empty one counts about 150 bytes), so every write would be refused"
+                )
         if self.on_evict is not None and not callable(self.on_evict):
-            raise ValueError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
+            raise InvalidArgumentError(f"on_evict must be callable, got {type(self.on_evict).__name__}")
         if self.autosave_path is not None and not isinstance(self.autosave_path, (str, os.PathLike)):
-            raise ValueError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
+            raise InvalidArgumentError(f"autosave_path must be a path, got {type(self.autosave_path).__name__}")
         signing_key(self.snapshot_key)  # raises a ValueError naming snapshot_key, never quoting it
         interval = self.purge_interval_seconds
         if interval is not None and (
@@ -86,7 +104,7 @@ class InMemoryCheckpointConfig(StoreLimits):
             or not interval > 0
             or (isinstance(interval, int) and interval > MAX_WHOLE)
         ):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"purge_interval_seconds must be a positive number of seconds (at most {MAX_WHOLE:.3g}, or math.inf) "
                 f"or None, got {interval!r:.40}"
             )

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
+from .engine import InvalidArgumentError
+
 MAX_ID_BITS = 1_024
 """An int id printed has at most about 310 digits this way; the engine's own limit then names the length."""
 
@@ -43,25 +45,29 @@ def normalize_id(field: str, value: object) -> str:
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if value.bit_length() > MAX_ID_BITS:
-            raise ValueError(f"{field} is an int of {value.bit_length():,} bits: far longer than an id may be")
+            raise InvalidArgumentError(
+                f"{field} is an int of {value.bit_length():,} bits: far longer than an id may be"
+            )
         return str(value)
-    raise ValueError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
+    raise InvalidArgumentError(f"{field} must be a str, int or UUID, got {type(value).__name__}: {value!r}")
 
 
 def normalize_ids(field: str, values: object) -> list[str]:
     """``normalize_id`` of each id of a sequence (a lone string is refused, not split)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise ValueError(f"{field} must be a sequence of ids, got {type(values).__name__}: {values!r:.80}")
+        raise InvalidArgumentError(f"{field} must be a sequence of ids, got {type(values).__name__}: {values!r:.80}")
     return [normalize_id(field[:-1], value) for value in values]
 
 
 def configurable(config: object) -> Mapping[str, Any]:
     """``config["configurable"]``, checked to be a mapping."""
     if type(config) is not dict and not isinstance(config, Mapping):
-        raise ValueError(f"config must be a mapping with a 'configurable' mapping, got {type(config).__name__}")
+        raise InvalidArgumentError(
+            f"config must be a mapping with a 'configurable' mapping, got {type(config).__name__}"
+        )
     section = config.get("configurable")
     if type(section) is not dict and not isinstance(section, Mapping):
-        raise ValueError(f"config['configurable'] must be a mapping, got {type(section).__name__}")
+        raise InvalidArgumentError(f"config['configurable'] must be a mapping, got {type(section).__name__}")
     return section
 
 
@@ -87,20 +93,20 @@ def locate(config: RunnableConfig) -> tuple[str, str, str | None]:
                 return thread_id, namespace, checkpoint_id or None
     given = configurable(config)
     if "thread_id" not in given:
-        raise ValueError("config['configurable']['thread_id'] is required")
+        raise InvalidArgumentError("config['configurable']['thread_id'] is required")
     return normalize_id("thread_id", given["thread_id"]), namespace_of(given) or "", checkpoint_id_of(given)
 
 
 def channel_names(channels: object) -> list[str]:
     """Channel names asked for, as a list: a sequence of strings, not one string (which would be its letters)."""
     if isinstance(channels, (str, bytes)) or not isinstance(channels, Iterable):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"channels must be a sequence of channel names, got {type(channels).__name__}: {channels!r:.60}"
         )
     names = list(channels)
     for name in names:
         if not isinstance(name, str):
-            raise ValueError(f"channels must be a sequence of channel names (text), got {name!r:.60} in it")
+            raise InvalidArgumentError(f"channels must be a sequence of channel names (text), got {name!r:.60} in it")
     return [str.__str__(name) for name in names]
 
 
@@ -119,7 +125,7 @@ def namespace_of(section: Mapping[str, Any]) -> str | None:
     if namespace is None or type(namespace) is str:
         return namespace
     if not isinstance(namespace, str):
-        raise ValueError(f"checkpoint_ns must be a string, got {type(namespace).__name__}")
+        raise InvalidArgumentError(f"checkpoint_ns must be a string, got {type(namespace).__name__}")
     return str.__str__(namespace)
 
 
@@ -129,5 +135,5 @@ def checkpoint_id_of(section: Mapping[str, Any]) -> str | None:
     if not checkpoint_id:
         return None
     if not isinstance(checkpoint_id, str):
-        raise ValueError(f"checkpoint_id must be a string, got {type(checkpoint_id).__name__}")
+        raise InvalidArgumentError(f"checkpoint_id must be a string, got {type(checkpoint_id).__name__}")
     return str.__str__(checkpoint_id)

@@ -45,6 +45,7 @@ from weakref import WeakKeyDictionary
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
+from .engine import InvalidArgumentError
 from .saver import BoundedInMemorySaver
 from .tiered import TieredSaver, TieredStats
 
@@ -273,9 +274,9 @@ def register_metrics(
     with _registered_lock:
         existing = _registered.get(registry)
         if existing is not None:
-            if existing.saver.store is saver.store:
+            if _store_of(existing.saver) is _store_of(saver):
                 return existing
-            raise ValueError(
+            raise InvalidArgumentError(
                 "this registry already exports the metrics of another saver, under the same names: give the "
                 "second saver a registry of its own (register_metrics(saver, CollectorRegistry())), or "
                 "unregister_metrics() the first"
@@ -294,8 +295,14 @@ def unregister_metrics(saver: BoundedInMemorySaver | TieredSaver, registry: Coll
     registry = REGISTRY if registry is None else registry
     with _registered_lock:
         existing = _registered.get(registry)
-        if existing is None or existing.saver.store is not saver.store:
+        if existing is None or _store_of(existing.saver) is not _store_of(saver):
             return False
         registry.unregister(existing)
         del _registered[registry]
         return True
+
+
+def _store_of(saver: BoundedInMemorySaver | TieredSaver) -> object:
+    """The engine store a saver reads (one for a ``TieredSaver`` and its ``with_allowlist()`` copies).
+    Runtime complexity: O(1)."""
+    return saver._store if isinstance(saver, TieredSaver) else saver.store

@@ -38,7 +38,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from .compression import CompressingSerializer, uncompressed_tag
-from .engine import CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
+from .engine import BoundedSaverError, CheckpointRecord, NamespaceExport, ThreadExport, WriteRecord
 
 __all__ = [
     "PICKLE",
@@ -55,7 +55,7 @@ _ENCRYPTED_SEPARATOR = "+"
 _SHOWN_CHARACTERS = 60  # of a tag or an identifier from outside: enough to recognize, not enough to flood a log
 
 
-class PayloadTagError(ValueError):
+class PayloadTagError(BoundedSaverError, ValueError):
     """A payload's type tag is one this saver's serializer must not be given.
 
     Attributes:

@@ -37,6 +37,7 @@ from .engine import (
     CheckpointRef,
     CheckpointView,
     DroppedThread,
+    InvalidArgumentError,
     ResumeRefusedError,
     Store,
     StoreLimits,
@@ -109,7 +110,7 @@ def _version_counter(current: object) -> int:
         if digits.isascii() and digits.isdigit() and len(digits) <= 64:
             return int(digits)
     shown = f"an int of {current.bit_length()} bits" if type(current) is int else f"{current!r:.60}"
-    raise ValueError(
+    raise InvalidArgumentError(
         f"current version must be None, an int from 0 to 2**63, or '<digits>.<suffix>' text, got {shown} "
         f"({type(current).__name__})"
     )
@@ -181,10 +182,10 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
             config = InMemoryCheckpointConfig()
         elif not isinstance(config, InMemoryCheckpointConfig):
             if not isinstance(config, StoreLimits):
-                raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+                raise InvalidArgumentError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
             config = InMemoryCheckpointConfig(**vars(config))  # engine limits, saver defaults
         if not callable(clock):
-            raise ValueError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
+            raise InvalidArgumentError(f"clock must be a callable returning seconds, got {type(clock).__name__}")
         self.config = config
         self.store = Store(config, clock=clock, on_drop=config.on_evict, answer_channels=interrupts.ANSWER_CHANNELS)
         self.load_report: LoadReport | None = None
@@ -314,7 +315,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         n checkpoints restored (its ids are sorted).
         """
         if not isinstance(allow_unsigned, bool):
-            raise ValueError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
+            raise InvalidArgumentError(f"allow_unsigned must be a bool, got {type(allow_unsigned).__name__}")
         config = config if config is not None else InMemoryCheckpointConfig()
         parsed = snapshot.read(path, snapshot.signing_key(config.snapshot_key), allow_unsigned=allow_unsigned)
         quiet = replace(config, autosave_path=None, purge_interval_seconds=None)  # no background work while loading
@@ -623,7 +624,7 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         else:
             thread_id, namespace, checkpoint_id = locate(config)
         if checkpoint_id is None:
-            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+            raise InvalidArgumentError("put_writes needs config['configurable']['checkpoint_id']")
         records = codec.encode_writes(self.serde, writes, task_id, task_path)
         root = root_checkpoint_of(config) if namespace else None  # a subgraph's: for namespace pruning
         try:
@@ -839,9 +840,13 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         one hold of the store's lock.
         """
         if filter is not None and not isinstance(filter, Mapping):
-            raise ValueError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
+            raise InvalidArgumentError(
+                f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}"
+            )
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise ValueError(f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})")
+            raise InvalidArgumentError(
+                f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})"
+            )
         candidates: Iterator[tuple[CheckpointRef, Any]]
         if config is None and filter:  # every thread: matched in one pass, a batch of threads at a time
             before_id = checkpoint_id_of(configurable(before)) if before else None
@@ -902,13 +907,13 @@ def kept_per_namespace(strategy: str, keep_last: int | None) -> int | None:
     Runtime complexity: O(1).
     """
     if strategy not in PRUNE_STRATEGIES:
-        raise ValueError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r:.40}")
+        raise InvalidArgumentError(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r:.40}")
     if strategy != "keep_last":
         if keep_last is not None:
-            raise ValueError(f"keep_last goes with strategy='keep_last', not {strategy!r}")
+            raise InvalidArgumentError(f"keep_last goes with strategy='keep_last', not {strategy!r}")
         return 1 if strategy == "keep_latest" else None
     if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"keep_last must be a whole number of at least 1 with strategy='keep_last', got {keep_last!r:.40}"
         )
     return keep_last

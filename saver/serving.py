@@ -22,12 +22,13 @@ covered without a change here (a test fails if its type has no parser).
 With ``BOUNDED_SAVER_DURABLE`` set (``sqlite:///checkpoints.db``, ``postgresql://...``, or
 ``sqlite`` for the embedded default, a SQLite file in the working folder), the process-wide saver is
 a ``TieredSaver``: the bounded store as a hot tier over that durable saver, so a thread leaving memory
-is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``), ``BOUNDED_SAVER_COHERENCE``,
-``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES``, ``BOUNDED_SAVER_MAX_DIRTY_SECONDS``,
-``BOUNDED_SAVER_OVERSIZE`` and ``BOUNDED_SAVER_CONDITIONAL_WRITES`` set it up
-(``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``, ``BOUNDED_SAVER_RETENTION_STRATEGY``,
-``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and ``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a
-``RetentionPolicy`` (the Agent Server's ``checkpointer.ttl`` block, in seconds rather than minutes).
+is not lost. ``BOUNDED_SAVER_WRITE`` (``through`` or ``back``) with ``BOUNDED_SAVER_PROCESSES`` (``one`` or
+``many``: ``WriteThrough``) or ``BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS``, ``BOUNDED_SAVER_MAX_DIRTY_BYTES`` and
+``BOUNDED_SAVER_MAX_DIRTY_SECONDS`` (``WriteBack``; refused with write-through, naming both variables), and
+``BOUNDED_SAVER_OVERSIZE`` set it up (``TIERED_SETTINGS``). ``BOUNDED_SAVER_RETENTION_TTL_SECONDS``,
+``BOUNDED_SAVER_RETENTION_STRATEGY``, ``BOUNDED_SAVER_RETENTION_KEEP_LAST`` and
+``BOUNDED_SAVER_RETENTION_SWEEP_INTERVAL_SECONDS`` give it a ``RetentionPolicy`` (the Agent Server's
+``checkpointer.ttl`` block, in seconds rather than minutes).
 
 Lifetime: the saver is created at the first ``checkpointer()`` entry or ``shared_saver()`` call
 and lives as long as the process. The Agent Server enters the factory once per OS thread and
@@ -60,19 +61,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from langgraph.checkpoint.bounded.config import InMemoryCheckpointConfig
+from langgraph.checkpoint.bounded.engine import BoundedSaverError
 from langgraph.checkpoint.bounded.saver import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.snapshot import SnapshotError
-from langgraph.checkpoint.bounded.tiered import (
-    COHERENCE_MODES,
-    DEFAULT_FLUSH_INTERVAL_SECONDS,
-    DEFAULT_MAX_DIRTY_BYTES,
-    OVERSIZE_MODES,
-    WRITE_MODES,
-    RetentionPolicy,
-    TieredSaver,
-)
+from langgraph.checkpoint.bounded.tiered import RetentionPolicy, TieredSaver, WriteBack, WriteThrough
 from langgraph.checkpoint.bounded.tiered.retention.policy import DEFAULT_SWEEP_INTERVAL_SECONDS
 from langgraph.checkpoint.bounded.tiered.retention.policy import STRATEGIES as RETENTION_STRATEGIES
+from langgraph.checkpoint.bounded.tiered.settings import OVERSIZE_MODES, PROCESSES, WRITE_SHORTHANDS
 
 __all__ = [
     "EMBEDDED_SQLITE_FILE",
@@ -98,14 +93,14 @@ ENV_PREFIX = "BOUNDED_SAVER_"
 UNSET_OPTIONAL = ""  # an optional field set to the empty string means None (compose files "unset" that way)
 
 
-class ServingConfigError(ValueError):
+class ServingConfigError(BoundedSaverError, ValueError):
     """An environment variable ``BOUNDED_SAVER_*`` is unknown or holds an invalid value."""
 
 
 # --- environment variables -----------------------------------------------------------------
 
 
-class _Invalid(ValueError):
+class _Invalid(BoundedSaverError, ValueError):
     """A raw value that a parser refused; the caller adds the variable's name."""
 
 
@@ -355,9 +350,12 @@ TIERED_SETTINGS: dict[str, Setting] = {
             f"{EMBEDDED_SQLITE_FILE} in the working folder), or postgresql://user@host:port/database",
             _durable_url,
         ),
-        Setting("write", f"{ENV_PREFIX}WRITE", "one of " + ", ".join(WRITE_MODES), _choice(WRITE_MODES)),
+        Setting("write", f"{ENV_PREFIX}WRITE", "one of " + ", ".join(WRITE_SHORTHANDS), _choice(WRITE_SHORTHANDS)),
         Setting(
-            "coherence", f"{ENV_PREFIX}COHERENCE", "one of " + ", ".join(COHERENCE_MODES), _choice(COHERENCE_MODES)
+            "processes",
+            f"{ENV_PREFIX}PROCESSES",
+            "one of " + ", ".join(PROCESSES) + " (many: several processes write one SQLite or PostgreSQL tier)",
+            _choice(PROCESSES),
         ),
         Setting(
             "flush_interval_seconds",
@@ -377,12 +375,6 @@ TIERED_SETTINGS: dict[str, Setting] = {
             f"{ENV_PREFIX}MAX_DIRTY_SECONDS",
             "a number of seconds such as 1 or 0.5, or inf (by default the flush interval)",
             _seconds,
-        ),
-        Setting(
-            "conditional_writes",
-            f"{ENV_PREFIX}CONDITIONAL_WRITES",
-            "true or false (1/0, yes/no, on/off)",
-            _boolean,
         ),
         Setting(
             "retention_ttl_seconds",
@@ -420,12 +412,11 @@ class TieredSettings:
     Attributes:
         durable: Where it is: ``sqlite:///path``, ``sqlite`` or a PostgreSQL URL.
         write: ``"through"`` or ``"back"``.
-        coherence: ``"sticky"`` or ``"validate"``.
-        flush_interval_seconds: Write-back's periodic flush.
-        max_dirty_bytes: Write-back's bound on unflushed writes.
+        processes: ``"one"`` or ``"many"`` (``WriteThrough(processes=...)``; None: unset, ``"one"``).
+        flush_interval_seconds: ``WriteBack.flush_interval_seconds`` (None: unset, its default).
+        max_dirty_bytes: ``WriteBack.max_dirty_bytes`` (None: unset, its default).
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
-        max_dirty_seconds: Write-back's bound on the age of unflushed writes (None: the flush interval).
-        conditional_writes: Whether a put checks that no other process wrote its namespace since.
+        max_dirty_seconds: ``WriteBack.max_dirty_seconds`` (None: unset, the flush interval).
         retention_ttl_seconds: ``RetentionPolicy.idle_ttl_seconds`` (None: no TTL).
         retention_strategy: ``RetentionPolicy.strategy``.
         retention_keep_last: ``RetentionPolicy.keep_last`` (None: no count).
@@ -434,16 +425,46 @@ class TieredSettings:
 
     durable: str
     write: Any = "through"
-    coherence: Any = "sticky"
-    flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
-    max_dirty_bytes: float = DEFAULT_MAX_DIRTY_BYTES
+    processes: Any = None
+    flush_interval_seconds: float | None = None
+    max_dirty_bytes: float | None = None
     oversize: Any = "durable"
     max_dirty_seconds: float | None = None
-    conditional_writes: bool = False
     retention_ttl_seconds: float | None = None
     retention_strategy: Any = "delete"
     retention_keep_last: Any = None
     retention_sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
+
+    def write_policy(self) -> WriteThrough | WriteBack:
+        """The write policy ``BOUNDED_SAVER_WRITE`` and its companions describe.
+
+        Raises:
+            ServingConfigError: A write-back setting with ``BOUNDED_SAVER_WRITE=through`` (or unset), or
+                ``BOUNDED_SAVER_PROCESSES`` with ``BOUNDED_SAVER_WRITE=back``, naming both variables; or a value
+                the policy refuses, naming its variable.
+
+        Runtime complexity: O(1).
+        """
+        write = f"{ENV_PREFIX}WRITE"
+        if self.write == "through":
+            for field in _WRITE_BACK_FIELDS:
+                if getattr(self, field) is not None:
+                    raise ServingConfigError(
+                        f"{TIERED_SETTINGS_BY_FIELD[field].variable} and {write}={self.write}: a write-back setting "
+                        f"means nothing with write-through; set {write}=back, or unset the first"
+                    )
+            return WriteThrough() if self.processes is None else WriteThrough(processes=self.processes)
+        if self.processes is not None:
+            raise ServingConfigError(
+                f"{ENV_PREFIX}PROCESSES and {write}=back: write-back serves each thread from one process (another "
+                f"cannot see its unflushed writes); unset the first, or set {write}=through"
+            )
+        given = {field: getattr(self, field) for field in _WRITE_BACK_FIELDS if getattr(self, field) is not None}
+        try:
+            return WriteBack(**given)
+        except ValueError as error:
+            field = str(error).split(" ", 1)[0]
+            raise ServingConfigError(f"{TIERED_SETTINGS_BY_FIELD[field].variable}: {error}") from None
 
     def retention(self) -> RetentionPolicy | None:
         """The retention policy the ``BOUNDED_SAVER_RETENTION_*`` variables describe, or None when neither a TTL
@@ -471,6 +492,7 @@ class TieredSettings:
 
 
 _RETENTION_VARIABLES = {"idle_ttl_seconds": "ttl_seconds"}
+_WRITE_BACK_FIELDS = ("flush_interval_seconds", "max_dirty_bytes", "max_dirty_seconds")
 
 
 def tiered_from_env(environ: Mapping[str, str] | None = None) -> TieredSettings | None:
@@ -753,30 +775,19 @@ def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> 
             raise ServingConfigError(
                 f"{ENV_PREFIX}{field.upper()} and {ENV_PREFIX}DURABLE: unset the first ({why} with a durable tier)"
             )
+    write, retention = tiered.write_policy(), tiered.retention()  # refused before a connection is opened
     durable = open_durable(tiered.durable)
     try:
-        saver = TieredSaver(
-            durable,
-            config=config,
-            write=tiered.write,
-            coherence=tiered.coherence,
-            flush_interval_seconds=tiered.flush_interval_seconds,
-            max_dirty_bytes=tiered.max_dirty_bytes,
-            oversize=tiered.oversize,
-            max_dirty_seconds=tiered.max_dirty_seconds,
-            conditional_writes=tiered.conditional_writes,
-            retention=tiered.retention(),
-        )
+        saver = TieredSaver(durable, config=config, write=write, oversize=tiered.oversize, retention=retention)
     except ServingConfigError:
         raise
     except ValueError as error:
         raise ServingConfigError(f"{ENV_PREFIX}DURABLE and its settings: {error}") from None
     logger.info(
-        "a tiered saver: the bounded store over %s (%s), write=%s, coherence=%s, retention=%s",
+        "a tiered saver: the bounded store over %s (%s), write=%s, retention=%s",
         type(durable).__name__,
         _shown_url(tiered.durable),
-        tiered.write,
-        tiered.coherence,
+        saver.write,
         saver.retention or "none (the durable tier keeps everything)",
     )
     if _metrics_available():

@@ -57,7 +57,16 @@ from typing import Any
 
 import ormsgpack
 
-from .engine import CheckpointCapacityError, CheckpointRecord, NamespaceExport, Store, ThreadExport, WriteRecord
+from .engine import (
+    BoundedSaverError,
+    CheckpointCapacityError,
+    CheckpointRecord,
+    InvalidArgumentError,
+    NamespaceExport,
+    Store,
+    ThreadExport,
+    WriteRecord,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -99,7 +108,7 @@ SnapshotKey = bytes | str
 """A ``snapshot_key`` as configured: bytes, or text used as its UTF-8 bytes."""
 
 
-class SnapshotError(ValueError):
+class SnapshotError(BoundedSaverError, ValueError):
     """The file is not a snapshot this saver may load: foreign, truncated, corrupted, of an unknown
     version, wrongly signed or unsigned where a signature is required, or holding refused payloads."""
 
@@ -121,11 +130,11 @@ def signing_key(key: object) -> bytes | None:
         try:
             key = key.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("snapshot_key must be valid Unicode text (it is encoded as UTF-8)") from None
+            raise InvalidArgumentError("snapshot_key must be valid Unicode text (it is encoded as UTF-8)") from None
     elif not isinstance(key, bytes):
-        raise ValueError(f"snapshot_key must be bytes or str, got {type(key).__name__}")
+        raise InvalidArgumentError(f"snapshot_key must be bytes or str, got {type(key).__name__}")
     if not key:
-        raise ValueError("snapshot_key must not be empty")
+        raise InvalidArgumentError("snapshot_key must not be empty")
     return key
 
 
@@ -340,7 +349,7 @@ def _seconds(value: Any) -> float:
     """Idle seconds: a finite number, at least 0."""
     seconds = float(value)
     if not 0 <= seconds < math.inf:
-        raise ValueError(f"idle seconds must be a finite number of at least 0, got {seconds!r}")
+        raise InvalidArgumentError(f"idle seconds must be a finite number of at least 0, got {seconds!r}")
     return seconds
 
 

@@ -5,13 +5,13 @@ The hot tier is the engine with every limit it has; the durable tier (any
 variants, ``RedisSaver``...) holds everything. A thread leaving memory is not a
 loss: it is still durable, and the next read brings it back.
 
-* ``write="through"`` (the default): ``put`` and ``put_writes`` return once
+* ``write="through"`` (the default, ``WriteThrough()``): ``put`` and ``put_writes`` return once
   the durable tier has acknowledged the write; then the hot tier holds it too.
   Checks about the write alone (identifiers, metadata the durable saver cannot
   store, deleted threads) come first, so a refused write is written nowhere; a
   durable failure raises and leaves the hot tier as it was. No hot limit
   refuses what the durable tier takes: the thread leaves memory instead.
-* ``write="back"``: writes land in the hot tier and in a ledger of unflushed
+* ``write="back"`` (``WriteBack(...)``): writes land in the hot tier and in a ledger of unflushed
   writes (``writeback``), flushed to the durable tier oldest first, parents
   first, bounded in bytes (``max_dirty_bytes``) and in age
   (``max_dirty_seconds``, a flush under way and the backlog's flush time
@@ -25,8 +25,8 @@ loss: it is still durable, and the next read brings it back.
 * No durable round trip happens with the engine's lock held, and no work goes
   to an event loop's default executor (``pools``).
 * Several processes, one durable tier: sticky routing by default;
-  ``coherence="validate"`` checks each read; ``conditional_writes`` refuses a
-  put another process's write made stale (``conditional``).
+  ``WriteThrough(processes="many")`` checks each read and refuses a put another
+  process's write made stale (``conditional``).
 
 The modules, from the public face down (imports run one way):
 
@@ -61,15 +61,9 @@ The modules, from the public face down (imports run one way):
 
 from .backends import SchemaMismatchError
 from .saver import (
-    COHERENCE_MODES,
-    DEFAULT_FLUSH_INTERVAL_SECONDS,
-    DEFAULT_MAX_DIRTY_BYTES,
-    OVERSIZE_MODES,
-    PER_ITEM_LIMITS,
-    WRITE_MODES,
     CheckpointConflictError,
-    Coherence,
     Oversize,
+    Processes,
     RetentionPolicy,
     RetentionStats,
     SweepReport,
@@ -77,19 +71,14 @@ from .saver import (
     TieredSaver,
     TieredStats,
     UnstorableWriteError,
-    WriteMode,
+    WriteBack,
+    WriteThrough,
 )
 
 __all__ = [
-    "COHERENCE_MODES",
-    "DEFAULT_FLUSH_INTERVAL_SECONDS",
-    "DEFAULT_MAX_DIRTY_BYTES",
-    "OVERSIZE_MODES",
-    "PER_ITEM_LIMITS",
-    "WRITE_MODES",
     "CheckpointConflictError",
-    "Coherence",
     "Oversize",
+    "Processes",
     "RetentionPolicy",
     "RetentionStats",
     "SchemaMismatchError",
@@ -98,5 +87,6 @@ __all__ = [
     "TieredSaver",
     "TieredStats",
     "UnstorableWriteError",
-    "WriteMode",
+    "WriteBack",
+    "WriteThrough",
 ]

@@ -108,6 +108,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import UUID as LangGraphUUID
 
+from ..engine import BoundedSaverError, InvalidArgumentError
 from .backends import backend_for, kind_of
 from .durable import DURABLE_CALL_SECONDS, DurableSideError
 from .pools import in_durable_pool
@@ -130,7 +131,7 @@ _SYNC = ("sqlite", "postgres")
 _LOCK_KEY_PERSON = b"lg-put-if-newest"  # blake2b's personalization: these keys differ from other uses' hashes
 
 
-class CheckpointConflictError(RuntimeError):
+class CheckpointConflictError(BoundedSaverError, RuntimeError):
     """A conditional put found another newest checkpoint than the one expected: nothing was written.
 
     Attributes:
@@ -178,7 +179,7 @@ class CheckpointConflictError(RuntimeError):
         super().__init__(
             f"conditional put refused on thread {thread_id!r}, namespace {checkpoint_ns!r}: {wanted}, {seen}. "
             f"Nothing was written: another writer changed the thread since this process last read or wrote it "
-            f"(another process, or a writer of this one that does not use conditional_writes). Read the thread "
+            f"(another process, or a writer that does not use WriteThrough(processes='many')). Read the thread "
             f"again (get_state) and retry the run from there."
         )
 
@@ -243,9 +244,9 @@ def _put(
 ) -> _Put:
     located = config.get("configurable") or {}
     if "thread_id" not in located:
-        raise ValueError("a conditional put needs config['configurable']['thread_id']")
+        raise InvalidArgumentError("a conditional put needs config['configurable']['thread_id']")
     if expected is not None and not isinstance(expected, str):
-        raise ValueError(f"expected must be a checkpoint id (str) or None, got {type(expected).__name__}")
+        raise InvalidArgumentError(f"expected must be a checkpoint id (str) or None, got {type(expected).__name__}")
     namespace = located.get("checkpoint_ns", "") or ""
     return _Put(config, checkpoint, metadata, new_versions, str(located["thread_id"]), str(namespace), expected)
 
@@ -271,7 +272,7 @@ def conditional_support(saver: BaseCheckpointSaver[Any]) -> str | None:
 def _supported(saver: BaseCheckpointSaver[Any]) -> Kind:
     reason = conditional_support(saver)
     if reason is not None:
-        raise ValueError(reason)
+        raise InvalidArgumentError(reason)
     kind = _kind(saver)
     assert kind is not None
     return kind

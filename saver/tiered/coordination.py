@@ -42,6 +42,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Generic, NamedTuple, TypeVar
 
+from ..engine import BoundedSaverError
+
 __all__ = [
     "GATE_POLL_SECONDS",
     "MARK_STRIPES",
@@ -67,7 +69,7 @@ MARK_STRIPES = 1_024
 """Counters ``WriteMarks`` keeps: threads share a counter when their ids hash alike (a needless retry, never a miss)."""
 
 
-class ThreadDeletedError(RuntimeError):
+class ThreadDeletedError(BoundedSaverError, RuntimeError):
     """A write continues a thread deleted since it began: refused, and written nowhere.
 
     A run still going when its thread was deleted would otherwise bring the
@@ -260,7 +262,7 @@ class DeletedThreads:
         return len(self.records)
 
 
-class UnstorableWriteError(RuntimeError):
+class UnstorableWriteError(BoundedSaverError, RuntimeError):
     """A write continues unflushed writes the durable tier refused (write-back), which were dropped: refused.
 
     A write-back write is acknowledged before the durable tier sees it. When the

@@ -24,7 +24,7 @@ rewrite deletes a thread and puts back what survives, which is not atomic (a
 crash between the two loses the thread's survivors) and cannot carry a pending
 write's ``task_path`` (the public API does not expose it).
 
-``newest`` answers the coherence check of ``coherence="validate"``: the newest
+``newest`` answers the coherence check of ``WriteThrough(processes="many")``: the newest
 checkpoint id of a namespace and a digest of its pending writes, by one indexed
 query where the saver's backend reads its tables (``backends``: SQLite,
 PostgreSQL and ``InMemorySaver``, sync or async), else by a ``get_tuple``;
@@ -71,7 +71,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..config import InMemoryCheckpointConfig
-from ..engine import StoreLimits, WriteRecord
+from ..engine import BoundedSaverError, InvalidArgumentError, StoreLimits, WriteRecord
 from ..locations import configurable
 from .backends import Newest, SchemaMismatchError, format_of
 from .landing import Landings
@@ -108,11 +108,11 @@ OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
 T = TypeVar("T")
 
 
-class DurableSideError(RuntimeError):
+class DurableSideError(BoundedSaverError, RuntimeError):
     """The durable saver cannot serve this side here (a sync call on an async saver's own event loop)."""
 
 
-class DurableClosedError(RuntimeError):
+class DurableClosedError(BoundedSaverError, RuntimeError):
     """Write-back: a write refused because the durable saver's connection was found closed (``DurableHealth.closed``),
     so the unflushed writes before it cannot be flushed; the message names the failure and those writes."""
 
@@ -241,7 +241,7 @@ class DurableTier:
         landings: Landings | None = None,
     ) -> None:
         if not isinstance(saver, BaseCheckpointSaver):
-            raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
+            raise InvalidArgumentError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(saver).__name__}")
         self.saver = saver
         self.health = health
         self.timeout = timeout

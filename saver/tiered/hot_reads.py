@@ -3,7 +3,7 @@
 Each read first asks the hot tier. It answers from memory when it holds the
 checkpoint, or when what it knows of the thread's copy (``tiered.residency``)
 proves the durable tier holds nothing more; otherwise it says so, and the
-caller reads through (``read_through``). With ``coherence="validate"`` a
+caller reads through (``read_through``). With ``WriteThrough(processes="many")`` a
 read without a checkpoint id first compares the hot copy with the durable
 tier's newest (``coherent``); a stale copy leaves memory.
 
@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
 from .. import codec
-from ..engine import CheckpointView
+from ..engine import CheckpointView, InvalidArgumentError
 from ..locations import checkpoint_id_of, configurable, locate, namespace_of
 from .backends import Newest
 from .pools import in_jobs_pool
@@ -193,9 +193,9 @@ def list_request(
     Runtime complexity: O(1).
     """
     if filter is not None and not isinstance(filter, Mapping):
-        raise ValueError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
+        raise InvalidArgumentError(f"filter must be a mapping of metadata keys to values, got {type(filter).__name__}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-        raise ValueError(f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})")
+        raise InvalidArgumentError(f"limit must be a whole number or None, got {limit!r:.40} ({type(limit).__name__})")
     before_id = checkpoint_id_of(configurable(before)) if before else None
     if config is None:
         return ListRequest(None, "", None, None, filter, before, before_id, limit)

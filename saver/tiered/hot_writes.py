@@ -52,6 +52,7 @@ from ..engine import (
     BlobKey,
     CheckpointCapacityError,
     CheckpointRecord,
+    InvalidArgumentError,
     Store,
     WriteRecord,
     identifiers,
@@ -553,7 +554,7 @@ def expected_newest(shared: Shared, thread_id: str, namespace: str, parent_id: s
 def put_if_newest(
     tiers: Tiers, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: ChannelVersions
 ) -> RunnableConfig:
-    """The durable put of a write-through with ``conditional_writes``: made only while the namespace's newest
+    """The durable put of a write-through with ``processes="many"``: made only while the namespace's newest
     durable checkpoint is the one this process expects (``expected_newest``); on a conflict the thread's hot copy,
     stale, leaves memory, and the error goes to the caller, naming who wrote the newest it found.
 
@@ -663,7 +664,7 @@ def writes_location(config: RunnableConfig) -> tuple[str, str, str]:
     """
     thread_id, namespace, checkpoint_id = locate(config)
     if checkpoint_id is None:
-        raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        raise InvalidArgumentError("put_writes needs config['configurable']['checkpoint_id']")
     return thread_id, namespace, checkpoint_id
 
 

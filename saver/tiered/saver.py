@@ -6,9 +6,10 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -23,7 +24,7 @@ from langgraph.checkpoint.base import (
 from .. import codec
 from ..background import Periodic, Resumable
 from ..config import InMemoryCheckpointConfig
-from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, Store
+from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, InvalidArgumentError, Store
 from ..locations import channel_names, locate, normalize_id, normalize_ids, root_checkpoint_of
 from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
@@ -34,31 +35,14 @@ from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
 from .pools import in_jobs_pool
 from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, resumes, run_pass
-from .settings import (
-    COHERENCE_MODES,
-    DEFAULT_FLUSH_INTERVAL_SECONDS,
-    DEFAULT_MAX_DIRTY_BYTES,
-    OVERSIZE_MODES,
-    PER_ITEM_LIMITS,
-    WRITE_MODES,
-    Coherence,
-    Oversize,
-    WriteMode,
-    check_arguments,
-)
+from .settings import Oversize, Processes, WriteBack, WriteThrough, check_arguments
 from .state import Shared, Tiers, read_stats
 from .stats import RetentionStats, SweepReport, TieredStats
 
 __all__ = [
-    "COHERENCE_MODES",
     "CheckpointConflictError",
-    "DEFAULT_FLUSH_INTERVAL_SECONDS",
-    "DEFAULT_MAX_DIRTY_BYTES",
-    "OVERSIZE_MODES",
-    "PER_ITEM_LIMITS",
-    "WRITE_MODES",
-    "Coherence",
     "Oversize",
+    "Processes",
     "RetentionPolicy",
     "RetentionStats",
     "SweepReport",
@@ -66,7 +50,8 @@ __all__ = [
     "TieredSaver",
     "TieredStats",
     "UnstorableWriteError",
-    "WriteMode",
+    "WriteBack",
+    "WriteThrough",
 ]
 
 
@@ -88,27 +73,16 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         config: The hot tier's limits (``InMemoryCheckpointConfig``); its
             ``on_evict`` and ``autosave_path`` must be unset (a thread leaving
             memory is still durable; the durable tier is what persists).
-        write: ``"through"`` (the default) or ``"back"``.
-        coherence: ``"sticky"`` (the default: one process serves a thread at a
-            time) or ``"validate"`` (every read without a checkpoint id checks
-            the hot copy is the durable tier's newest; needs ``write="through"``).
-        flush_interval_seconds: Write-back: seconds between periodic flushes
-            (``math.inf``: only on eviction, backpressure, ``flush()`` and ``close()``).
-        max_dirty_bytes: Write-back: bytes of unflushed writes that may wait (every value they keep alive).
-        max_dirty_seconds: Write-back: what a crash may lose, in seconds, while the durable tier takes
-            writes (None: ``flush_interval_seconds``): a write waits for the flushes (the oldest write
-            first) while the oldest unflushed write's age, one in a flush under way included, plus the
-            time the backlog takes to flush would pass it. Not a bound while the tier is down (then no
-            write waits on it, and ``max_dirty_bytes`` bounds what waits).
+        write: ``"through"`` (the default, ``WriteThrough()``: a write returns once the durable tier has it),
+            ``"back"`` (``WriteBack()``: writes land in memory and are flushed in the background), or either
+            object with its settings: ``WriteBack(flush_interval_seconds=..., max_dirty_bytes=...,
+            max_dirty_seconds=...)``, or ``WriteThrough(processes="many")`` when several processes write one
+            SQLite or PostgreSQL durable tier (fresh reads and conditional puts: a put another process's write
+            made stale raises ``CheckpointConflictError``).
         oversize: What a write past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` does:
             ``"durable"`` (the default) stores it in the durable tier, the store of record, and keeps its
             thread out of memory (``stats().oversize``); ``"refuse"`` refuses it with a
             ``CheckpointCapacityError``, as the memory saver does, written nowhere.
-        conditional_writes: Several processes writing one durable tier: a ``put`` whose namespace another
-            process wrote since this one last read or wrote it raises ``CheckpointConflictError`` (naming the
-            thread; nothing written; the stale hot copy leaves memory) instead of forking the thread in
-            silence. Needs ``write="through"`` and a SQLite or PostgreSQL durable saver (the check and the put
-            are one transaction; the tiered-storage guide says what it costs).
         retention: How long the durable tier keeps a thread, and how many checkpoints of it
             (``RetentionPolicy``: an idle TTL, ``keep_last``), swept in the background every
             ``sweep_interval_seconds`` and by ``sweep()``. None (the default): everything is kept.
@@ -117,7 +91,15 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             tests inject one).
 
     Raises:
-        ValueError: A setting is invalid, naming it.
+        InvalidArgumentError: A setting is invalid, naming it: among others a ``BoundedInMemorySaver`` or
+            another ``TieredSaver`` as ``durable`` (neither persists: a thread leaving memory would be lost), an
+            empty ``RetentionPolicy()``, ``WriteThrough(processes="many")`` over a saver other than SQLite or
+            PostgreSQL.
+
+    Warns:
+        UserWarning: ``durable`` is LangGraph's ``InMemorySaver`` (nothing persists), or ``retention``'s
+            ``idle_ttl_seconds`` is shorter than ``config.idle_ttl_seconds`` (a thread still in memory is
+            removed from the durable tier, and memory, by a sweep: the hot tier's TTL never applies).
 
     Example:
         ```python
@@ -149,40 +131,32 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         durable: BaseCheckpointSaver[Any],
         *,
         config: InMemoryCheckpointConfig | None = None,
-        write: WriteMode = "through",
-        coherence: Coherence = "sticky",
-        flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS,
-        max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES,
-        max_dirty_seconds: float | None = None,
+        write: Literal["through", "back"] | WriteThrough | WriteBack = "through",
         oversize: Oversize = "durable",
-        conditional_writes: bool = False,
         retention: RetentionPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        config, settings = check_arguments(
-            durable,
-            config,
-            write,
-            coherence,
-            flush_interval_seconds,
-            max_dirty_bytes,
-            max_dirty_seconds,
-            oversize,
-            conditional_writes,
-        )
+        if isinstance(durable, TieredSaver):
+            raise InvalidArgumentError(
+                "durable must be a saver that persists (SqliteSaver, PostgresSaver...), got a TieredSaver: give "
+                "this TieredSaver its durable saver instead (a tier over a tier holds every thread twice in memory)"
+            )
+        config, policy, settings = check_arguments(durable, config, write, oversize)
         problem = kind_problem(retention, kind_of(durable))
         if problem is not None:
-            raise ValueError(problem)
+            raise InvalidArgumentError(problem)
+        if retention is not None:
+            _warn_if_shorter(retention, config)
         super().__init__(serde=durable.serde)
         self.config = config
-        self.flush_interval_seconds = settings.flush_interval_seconds
+        self._write = policy
         shared = Shared(settings, config.max_dropped_thread_records, clock)
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (Store.forget_tombstone).
         # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
         # to flush an evicted thread's unflushed writes at once; write-through needs no word of it.
-        hook = shared.on_hot_drop if write == "back" else None
+        hook = shared.on_hot_drop if settings.write == "back" else None
         hot_config = replace(config, on_evict=hook, max_dropped_thread_records=1)
         shared.hot = BoundedInMemorySaver(config=hot_config, serde=self.serde, clock=clock)
         shared.deleted.wall_clock = wall_clock  # a tombstone's time, as retention's deletions read it
@@ -190,7 +164,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         self._tiers = Tiers(shared, DurableTier(durable, shared.health, landings=shared.landings), self.serde, config)
         shared.first_write_wins = self._tiers.durable.format.first_write_wins
         self._sweeper = None if retention is None else Sweeper.for_tiers(retention, self._tiers, wall_clock)
-        if write == "back":
+        if settings.write == "back":
             flushing.flush_at_exit_later(self._tiers)  # a program that never closes it loses nothing at exit
         self.resume()
 
@@ -202,29 +176,26 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         return self._tiers.durable.saver
 
     @property
-    def hot(self) -> BoundedInMemorySaver:
-        """The hot tier: a ``BoundedInMemorySaver`` whose evictions are not losses."""
+    def _hot(self) -> BoundedInMemorySaver:
+        """The hot tier: a ``BoundedInMemorySaver`` whose evictions are not losses (for metrics and tests)."""
         return self._shared.hot
 
     @property
-    def store(self) -> Store:
+    def _store(self) -> Store:
         """The hot tier's engine store (for metrics and tests)."""
         return self._shared.hot.store
 
     @property
-    def write(self) -> WriteMode:
-        """``"through"`` or ``"back"``."""
-        return self._shared.write
+    def write(self) -> WriteThrough | WriteBack:
+        """The write policy: ``WriteThrough(...)`` or ``WriteBack(...)`` (``"through"`` and ``"back"`` given as
+        their defaults)."""
+        return self._write
 
     @property
-    def coherence(self) -> Coherence:
-        """``"sticky"`` or ``"validate"``."""
-        return self._shared.coherence
-
-    @property
-    def conditional_writes(self) -> bool:
-        """Whether a put checks, in the durable tier, that no other process wrote its namespace since."""
-        return self._shared.conditional_writes
+    def processes(self) -> Processes:
+        """``"one"`` or ``"many"``: whether several processes write one durable tier (``WriteThrough``'s
+        ``processes``; write-back is ``"one"``)."""
+        return self._write.processes if isinstance(self._write, WriteThrough) else "one"
 
     @property
     def oversize(self) -> Oversize:
@@ -232,12 +203,12 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         return self._shared.oversize
 
     @property
-    def durable_sides(self) -> str:
+    def _durable_sides(self) -> str:
         """Which side of the durable saver serves the sync and the async methods, in one sentence."""
         return self._tiers.durable.sides()
 
     def __repr__(self) -> str:
-        return f"TieredSaver({self._tiers.durable.name}, write={self.write!r}, coherence={self.coherence!r})"
+        return f"TieredSaver({self._tiers.durable.name}, write={self.write!r})"
 
     # --- lifetime (entered and left as a context: background.Resumable) ----------------------------------------
 
@@ -254,7 +225,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 Periodic(
                     self._tiers,
                     flushing.flush_in_background,
-                    self.flush_interval_seconds,
+                    shared.settings.flush_interval_seconds,
                     "tiered-write-back-flush",
                     health=shared.flush_health,
                 )
@@ -322,9 +293,13 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         ``list(None)`` of everything stored, plus O(size of each due thread) round trips.
         """
         if self._sweeper is None:
-            raise ValueError("sweep() needs a retention policy: TieredSaver(durable, retention=RetentionPolicy(...))")
+            raise InvalidArgumentError(
+                "sweep() needs a retention policy: TieredSaver(durable, retention=RetentionPolicy(...))"
+            )
         if max_threads is not None and (type(max_threads) is not int or max_threads < 1):
-            raise ValueError(f"max_threads must be a whole number of at least 1 or None, got {max_threads!r:.40}")
+            raise InvalidArgumentError(
+                f"max_threads must be a whole number of at least 1 or None, got {max_threads!r:.40}"
+            )
         return run_pass(self._tiers, self._sweeper, max_threads=max_threads)
 
     async def asweep(self, *, max_threads: int | None = None) -> SweepReport:
@@ -428,7 +403,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """The checkpoint a config names, or the latest of its thread and namespace.
 
         Runtime complexity: a hit, that of ``BoundedInMemorySaver.get_tuple``; with
-        ``coherence="validate"`` and no checkpoint id, plus one round trip; a
+        ``processes="many"`` and no checkpoint id, plus one round trip; a
         miss, the durable saver's ``get_tuple`` plus encoding what it read.
         """
         tiers = self._tiers
@@ -593,7 +568,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 tier fails (the message names its failure).
             ThreadDeletedError: It continues a thread deleted since; nothing was written.
             UnstorableWriteError: It continues write-back writes the durable tier refused, which were dropped.
-            CheckpointConflictError: ``conditional_writes``: another process wrote the namespace since.
+            CheckpointConflictError: ``processes="many"``: another process wrote the namespace since.
             Exception: The durable saver's failure (write-through); the hot tier is unchanged.
 
         Runtime complexity: write-through, the durable saver's ``put`` plus
@@ -845,3 +820,17 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     ) -> None:
         """Async ``prune``, in a worker thread of the saver's jobs pool: it reads and rewrites whole threads."""
         await in_jobs_pool(lambda: self.prune(thread_ids, strategy=strategy, keep_last=keep_last))
+
+
+def _warn_if_shorter(retention: RetentionPolicy, config: InMemoryCheckpointConfig) -> None:
+    """Warn when the hot tier's idle TTL can never apply: retention removes an idle thread from both tiers first.
+    Runtime complexity: O(1)."""
+    ttl = retention.idle_ttl_seconds
+    if ttl is not None and ttl < config.idle_ttl_seconds:
+        warnings.warn(
+            f"retention.idle_ttl_seconds={ttl!r} is shorter than config.idle_ttl_seconds="
+            f"{config.idle_ttl_seconds!r}: a thread still in memory is removed from the durable tier (and from "
+            "memory with it) by the next sweep once idle for retention's TTL, so the hot tier's idle TTL never "
+            "applies; set config.idle_ttl_seconds to at most retention's",
+            stacklevel=3,
+        )

@@ -1,45 +1,52 @@
-"""What a ``TieredSaver`` is set up with: its modes, their defaults, the constants its paths use, and the
-checks of its arguments.
+"""What a ``TieredSaver`` is set up with: its write policies (``WriteThrough``, ``WriteBack``), the modes and
+defaults behind them, the constants its paths use, and the checks of its arguments.
 
-Nothing here holds state: the modes and bounds are plain values, and
-``check_arguments`` refuses a bad setting with a ``ValueError`` that names it
-before anything is built.
+Nothing here holds state: the policies are frozen dataclasses checked when made, and ``check_arguments``
+refuses a bad setting with an ``InvalidArgumentError`` that names it before anything is built, then turns
+the policy into the ``Settings`` the paths read (``WriteThrough(processes="many")`` is
+``coherence="validate"`` with conditional puts).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 
 from ..config import InMemoryCheckpointConfig
-from ..engine import MIB
+from ..engine import MIB, InvalidArgumentError
+from ..saver import BoundedInMemorySaver
 from .conditional import conditional_support
 
 __all__ = [
-    "COHERENCE_MODES",
     "DEFAULT_FLUSH_INTERVAL_SECONDS",
     "DEFAULT_MAX_DIRTY_BYTES",
     "DIRTY_ROOM_ATTEMPTS",
     "OVERSIZE_MODES",
     "PER_ITEM_LIMITS",
+    "PROCESSES",
     "TTL_MARGIN_SECONDS",
     "Settings",
-    "WRITE_MODES",
     "Coherence",
     "Oversize",
+    "Processes",
+    "WriteBack",
     "WriteMode",
+    "WriteThrough",
     "check_arguments",
 ]
 
 WriteMode = Literal["through", "back"]
 Coherence = Literal["sticky", "validate"]
 Oversize = Literal["durable", "refuse"]
-WRITE_MODES: tuple[WriteMode, ...] = ("through", "back")
-COHERENCE_MODES: tuple[Coherence, ...] = ("sticky", "validate")
+Processes = Literal["one", "many"]
 OVERSIZE_MODES: tuple[Oversize, ...] = ("durable", "refuse")
+PROCESSES: tuple[Processes, ...] = ("one", "many")
+WRITE_SHORTHANDS = ("through", "back")
 
 DEFAULT_FLUSH_INTERVAL_SECONDS = 1.0
 """Seconds between write-back's periodic flushes: what a crash may lose, at most."""
@@ -60,18 +67,93 @@ TTL_MARGIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
+class WriteThrough:
+    """``TieredSaver(write=WriteThrough(...))``: ``put`` and ``put_writes`` return once the durable tier has
+    acknowledged the write (``write="through"``, the default, is ``WriteThrough()``).
+
+    Attributes:
+        processes: ``"one"`` (the default): one process serves a thread at a time (sticky routing), so the hot
+            copy is the newest. ``"many"``: several processes write one durable tier, any of them any thread:
+            every read without a checkpoint id checks the hot copy is the durable tier's newest, and a ``put``
+            whose namespace another process wrote since this one last read or wrote it raises
+            ``CheckpointConflictError`` (naming the thread; nothing written; the stale hot copy leaves memory)
+            instead of forking the thread in silence. Needs a SQLite or PostgreSQL durable saver (the check and
+            the put are one transaction; the tiered-storage guide says what it costs).
+
+    Raises:
+        InvalidArgumentError: ``processes`` is neither ``"one"`` nor ``"many"``.
+
+    Example:
+        ```python
+        from langgraph.checkpoint.bounded import WriteThrough
+
+        several_processes = WriteThrough(processes="many")
+        ```
+    """
+
+    processes: Processes = "one"
+
+    def __post_init__(self) -> None:
+        if self.processes not in PROCESSES:
+            raise InvalidArgumentError(f"processes must be one of {PROCESSES}, got {self.processes!r:.40}")
+
+
+@dataclass(frozen=True)
+class WriteBack:
+    """``TieredSaver(write=WriteBack(...))``: writes land in memory and are flushed to the durable tier in the
+    background, oldest first (``write="back"`` is ``WriteBack()``). One process serves a thread at a time: with
+    write-back another process cannot see this one's unflushed writes.
+
+    Attributes:
+        flush_interval_seconds: Seconds between periodic flushes (``math.inf``: only on eviction, backpressure,
+            ``flush()`` and ``close()``).
+        max_dirty_bytes: Bytes of unflushed writes that may wait (every value they keep alive); a write that
+            would pass it waits for a flush.
+        max_dirty_seconds: What a crash may lose, in seconds, while the durable tier takes writes (None:
+            ``flush_interval_seconds``): a write waits for the flushes (the oldest write first) while the oldest
+            unflushed write's age, one in a flush under way included, plus the time the backlog takes to flush
+            would pass it. Not a bound while the tier is down (then no write waits on it, and
+            ``max_dirty_bytes`` bounds what waits).
+
+    Raises:
+        InvalidArgumentError: A value is not a positive number (or ``math.inf``), naming the field.
+
+    Example:
+        ```python
+        import math
+
+        from langgraph.checkpoint.bounded import WriteBack
+
+        write = WriteBack(flush_interval_seconds=0.5, max_dirty_bytes=64 * 1024 * 1024)
+        only_when_asked = WriteBack(flush_interval_seconds=math.inf)  # flush(), close(), eviction, backpressure
+        ```
+    """
+
+    flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
+    max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES
+    max_dirty_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive("flush_interval_seconds", self.flush_interval_seconds)
+        _check_positive("max_dirty_bytes", self.max_dirty_bytes)
+        if self.max_dirty_seconds is not None:
+            _check_positive("max_dirty_seconds", self.max_dirty_seconds)
+
+
+@dataclass(frozen=True)
 class Settings:
-    """A ``TieredSaver``'s modes and bounds, checked (``check_arguments``).
+    """A ``TieredSaver``'s modes and bounds, checked (``check_arguments``), as its paths read them.
 
     Attributes:
         write: ``"through"`` or ``"back"``.
-        coherence: ``"sticky"`` or ``"validate"``.
+        coherence: ``"sticky"`` or ``"validate"`` (``WriteThrough(processes="many")``).
         flush_interval_seconds: Write-back's periodic flush.
         max_dirty_bytes: Write-back's bound on unflushed bytes.
         max_dirty_seconds: Write-back's bound on what a crash may lose: the oldest unflushed write's age plus the
             backlog's flush time.
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
-        conditional_writes: Whether a put checks that no other process wrote its namespace since.
+        conditional_writes: Whether a put checks that no other process wrote its namespace since
+            (``WriteThrough(processes="many")``).
     """
 
     write: WriteMode = "through"
@@ -83,65 +165,65 @@ class Settings:
     conditional_writes: bool = False
 
 
-def check_arguments(
-    durable: object,
-    config: object,
-    write: object,
-    coherence: object,
-    flush_interval_seconds: object,
-    max_dirty_bytes: object,
-    max_dirty_seconds: object,
-    oversize: object,
-    conditional_writes: object,
-) -> tuple[InMemoryCheckpointConfig, Settings]:
-    """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config and the
-    settings (``max_dirty_seconds`` None: the flush interval).
+def write_policy(write: object) -> WriteThrough | WriteBack:
+    """The write policy ``write`` names: a ``WriteThrough`` or ``WriteBack`` as given, or the default one for
+    ``"through"`` or ``"back"``.
 
     Raises:
-        ValueError: A setting is invalid, naming it (the first one found).
+        InvalidArgumentError: Anything else, naming ``write``.
+
+    Runtime complexity: O(1).
+    """
+    if isinstance(write, WriteThrough | WriteBack):
+        return write
+    if write == "through":
+        return WriteThrough()
+    if write == "back":
+        return WriteBack()
+    raise InvalidArgumentError(
+        f"write must be 'through', 'back', WriteThrough(...) or WriteBack(...), got {write!r:.60}"
+    )
+
+
+def check_arguments(
+    durable: object, config: object, write: object, oversize: object
+) -> tuple[InMemoryCheckpointConfig, WriteThrough | WriteBack, Settings]:
+    """Check ``TieredSaver``'s arguments, in the order of its signature; return the hot tier's config, the write
+    policy and the settings the paths read.
+
+    Raises:
+        InvalidArgumentError: A setting is invalid, naming it (the first one found).
 
     Runtime complexity: O(1).
     """
     if not isinstance(durable, BaseCheckpointSaver):
-        raise ValueError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(durable).__name__}")
-    checked = _checked_config(config)
-    if write not in WRITE_MODES:
-        raise ValueError(f"write must be one of {WRITE_MODES}, got {write!r}")
-    if coherence not in COHERENCE_MODES:
-        raise ValueError(f"coherence must be one of {COHERENCE_MODES}, got {coherence!r}")
-    if coherence == "validate" and write == "back":
-        raise ValueError(
-            "coherence='validate' needs write='through': with write='back' another process cannot see this "
-            "one's unflushed writes, so no check can make its reads coherent"
+        raise InvalidArgumentError(f"durable must be a LangGraph BaseCheckpointSaver, got {type(durable).__name__}")
+    if isinstance(durable, BoundedInMemorySaver):
+        raise InvalidArgumentError(
+            f"durable must be a saver that persists (SqliteSaver, PostgresSaver...), got a {type(durable).__name__}: "
+            "a thread it evicts would be lost in silence, not kept durable; pass its config as config= instead"
         )
-    _check_positive("flush_interval_seconds", flush_interval_seconds)
-    _check_positive("max_dirty_bytes", max_dirty_bytes)
-    if max_dirty_seconds is None:
-        max_dirty_seconds = flush_interval_seconds
-    _check_positive("max_dirty_seconds", max_dirty_seconds)
+    if isinstance(durable, InMemorySaver):
+        warnings.warn(
+            "TieredSaver's durable tier is an InMemorySaver: nothing survives the process, so the hot tier bounds "
+            "nothing (every thread stays in the InMemorySaver); use SqliteSaver or PostgresSaver to persist",
+            stacklevel=3,
+        )
+    checked = _checked_config(config)
+    policy = write_policy(write)
     if oversize not in OVERSIZE_MODES:
-        raise ValueError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
-    if not isinstance(conditional_writes, bool):
-        raise ValueError(f"conditional_writes must be True or False, got {conditional_writes!r:.40}")
-    if conditional_writes:
-        if write == "back":
-            raise ValueError(
-                "conditional_writes=True needs write='through': with write='back' a write is acknowledged before the "
-                "durable tier sees it, so a conflict found at its flush could be told to nobody"
-            )
+        raise InvalidArgumentError(f"oversize must be one of {OVERSIZE_MODES}, got {oversize!r:.40}")
+    if isinstance(policy, WriteBack):
+        interval = float(policy.flush_interval_seconds)
+        age = interval if policy.max_dirty_seconds is None else float(policy.max_dirty_seconds)
+        return checked, policy, Settings("back", "sticky", interval, policy.max_dirty_bytes, age, oversize)
+    many = policy.processes == "many"
+    if many:
         reason = conditional_support(durable)
         if reason is not None:
-            raise ValueError(f"conditional_writes=True: {reason}")
-    settings = Settings(
-        write,
-        coherence,
-        float(flush_interval_seconds),  # type: ignore[arg-type]
-        max_dirty_bytes,  # type: ignore[arg-type]
-        float(max_dirty_seconds),  # type: ignore[arg-type]
-        oversize,
-        conditional_writes,
-    )
-    return checked, settings
+            raise InvalidArgumentError(f"write=WriteThrough(processes='many'): {reason}")
+    coherence: Coherence = "validate" if many else "sticky"
+    return checked, policy, Settings("through", coherence, oversize=oversize, conditional_writes=many)
 
 
 def _checked_config(config: object) -> InMemoryCheckpointConfig:
@@ -150,14 +232,14 @@ def _checked_config(config: object) -> InMemoryCheckpointConfig:
     if config is None:
         return InMemoryCheckpointConfig()
     if not isinstance(config, InMemoryCheckpointConfig):
-        raise ValueError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
+        raise InvalidArgumentError(f"config must be an InMemoryCheckpointConfig, got {type(config).__name__}")
     if config.on_evict is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "config.on_evict must be unset for a TieredSaver: a thread leaving memory is not lost, it stays in the "
             "durable tier"
         )
     if config.autosave_path is not None:
-        raise ValueError(
+        raise InvalidArgumentError(
             "config.autosave_path must be unset for a TieredSaver: the durable tier is what persists, not snapshots"
         )
     return config
@@ -166,4 +248,4 @@ def _checked_config(config: object) -> InMemoryCheckpointConfig:
 def _check_positive(name: str, value: object) -> None:
     """Refuse anything but a positive number (``math.inf`` included). Runtime complexity: O(1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not value > 0:
-        raise ValueError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")
+        raise InvalidArgumentError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")

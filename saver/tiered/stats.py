@@ -145,14 +145,14 @@ class TieredStats:
     Attributes:
         hot: The hot tier's own counters (``SaverStats``): threads, bytes, evictions...
         write: ``"through"`` or ``"back"``.
-        coherence: ``"sticky"`` or ``"validate"``.
+        coherence: ``"sticky"`` or ``"validate"`` (``WriteThrough(processes="many")``: fresh reads).
         hits: Reads the hot tier answered.
         misses: Reads that went to the durable tier (one per key, however many callers waited).
         flight_waits: Callers that waited for another caller's read of the same key.
         admissions: Checkpoints a read brought into the hot tier.
         left_out: Hot writes a store-wide limit refused: the thread left memory, still durable.
         conflicts: Conditional puts refused because another process wrote the namespace since
-            (``conditional_writes``: ``CheckpointConflictError``; the thread left memory).
+            (``processes="many"``: ``CheckpointConflictError``; the thread left memory).
         oversize: Writes past ``max_checkpoint_bytes`` or ``max_pending_write_bytes`` stored in the durable
             tier alone (``oversize="durable"``): the thread left memory, still durable.
         dirty_threads: Threads with unflushed writes (write-back).
@@ -172,7 +172,7 @@ class TieredStats:
         durable_calls: Calls made to the durable saver.
         durable_errors: Calls that raised.
         last_durable_error: The last of them, as ``ExceptionType: message``, or None.
-        validations: Coherence checks made (``coherence="validate"``).
+        validations: Coherence checks made (``WriteThrough(processes="many")``).
         stale: Checks that found the hot copy stale (it was dropped and read again).
         validation_seconds: Time spent on coherence checks, in all.
         deleted_thread_records: Deleted threads remembered so that their late writes are refused.

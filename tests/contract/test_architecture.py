@@ -54,7 +54,8 @@ ENGINE_LAYERS = [
     {"export", "memory"},
     {"identifiers", "thread", "tombstones", "plans"},
     {"namespace"},
-    {"records", "totals", "limits", "errors", "stats"},
+    {"records", "totals", "limits", "stats"},
+    {"errors"},  # the exception root and bad input (InvalidArgumentError), raised from every layer
 ]
 
 

@@ -18,12 +18,11 @@ here instead of sending a reader to it.
   ``test_docs.py``'s.
 * **Settings.** A name written in backticks on a page (``max_total_bytes``, ``idle_ttl_seconds=60``) that looks like
   a setting (``max_...``, ``..._seconds``, ``..._bytes``, ``..._ttl``, ``..._minutes``, ``..._interval``) is a field
-  of ``InMemoryCheckpointConfig`` or ``RetentionPolicy`` or a parameter of ``TieredSaver`` or
-  ``CompressingSerializer``, or else a field of a
-  stats object (``stats().memory_bytes``), or on the short ``NOT_SETTINGS`` list with why. A call written in
-  backticks, ``RetentionPolicy(keep_last=20)``, ``InMemoryCheckpointConfig(...)`` or ``TieredSaver(...)``, passes
-  only keywords its class takes. The names come from the classes themselves, so a field added or renamed in the
-  code is known here at once.
+  of ``InMemoryCheckpointConfig``, ``RetentionPolicy``, ``WriteBack`` or ``WriteThrough``, a parameter of
+  ``TieredSaver`` or ``CompressingSerializer``, or else a field of a stats object (``stats().memory_bytes``), or
+  on the short ``NOT_SETTINGS`` list with why. A call written in backticks, ``RetentionPolicy(keep_last=20)``,
+  ``InMemoryCheckpointConfig(...)`` or ``TieredSaver(...)``, passes only keywords its class takes. The names come
+  from the classes themselves, so a field added or renamed in the code is known here at once.
 * **Defaults in the API reference.** The reference's signatures (Griffe reads the source) show defaults as their
   values, not as constant names (``max_dirty_bytes = 16_777_216``, not ``DEFAULT_MAX_DIRTY_BYTES``): the Griffe
   extension ``docs/hooks/runtime_defaults.py`` that ``mkdocs.yml`` loads sees to it, checked here on every object
@@ -49,7 +48,14 @@ from pathlib import Path
 
 import griffe
 
-from langgraph.checkpoint.bounded import CompressingSerializer, InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
+from langgraph.checkpoint.bounded import (
+    CompressingSerializer,
+    InMemoryCheckpointConfig,
+    RetentionPolicy,
+    TieredSaver,
+    WriteBack,
+    WriteThrough,
+)
 from langgraph.checkpoint.bounded.serving import TIERED_SETTINGS, settings
 from tests.support.paths import ROOT
 
@@ -174,6 +180,8 @@ SETTINGS: dict[str, set[str]] = {
     "InMemoryCheckpointConfig": {field.name for field in dataclasses.fields(InMemoryCheckpointConfig)},
     "RetentionPolicy": {field.name for field in dataclasses.fields(RetentionPolicy)},
     "TieredSaver": set(inspect.signature(TieredSaver.__init__).parameters) - {"self"},
+    "WriteBack": {field.name for field in dataclasses.fields(WriteBack)},
+    "WriteThrough": {field.name for field in dataclasses.fields(WriteThrough)},
     "CompressingSerializer": set(inspect.signature(CompressingSerializer.__init__).parameters) - {"self"},
 }
 
@@ -298,4 +306,4 @@ def test_the_api_reference_shows_defaults_as_values() -> None:
     shown = [name for path in documented for name in constant_defaults(package[path.removeprefix(f"{package.path}.")])]
     assert shown == [], "the reference would show these defaults as constant names:\n" + "\n".join(shown)
     plain = griffe.load("langgraph.checkpoint.bounded", resolve_aliases=True, resolve_external=False)
-    assert constant_defaults(plain["TieredSaver"]) != [], "without the extension a constant shows: the check sees it"
+    assert constant_defaults(plain["WriteBack"]) != [], "without the extension a constant shows: the check sees it"

@@ -145,7 +145,7 @@ def test_a_plain_sqlite_saver_with_the_serializer_reads_what_the_tiered_saver_wr
         app = graph(tiered)
         app.invoke({"text": "hello "}, thread)
         app.invoke({"text": "again "}, thread)
-        hot_bytes = tiered.store.stats().total_bytes
+        hot_bytes = tiered._store.stats().total_bytes
     rows = sqlite3.connect(path).execute("SELECT type FROM checkpoints").fetchall()
     assert any(tag.endswith("~zstd") for (tag,) in rows)  # the durable tier holds the compressed form
     plain = SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=CompressingSerializer())

@@ -367,13 +367,15 @@ def test_a_bad_quarantine_names_the_field(value: Any) -> None:
 @pytest.mark.parametrize("write", ["through", "back"])
 @pytest.mark.parametrize("quarantine", [0.0, 600.0])
 def test_a_tiered_saver_still_resumes_a_thread_that_left_its_hot_tier(write: str, quarantine: float) -> None:
-    durable = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1_000))
+    from langgraph.checkpoint.memory import InMemorySaver as StockSaver
+
+    durable = StockSaver()  # a BoundedInMemorySaver is refused as the durable tier: it may evict
     hot = InMemoryCheckpointConfig(max_threads=1, dropped_thread_quarantine_seconds=quarantine)
     with TieredSaver(durable, config=hot, write=write) as tiered:  # type: ignore[arg-type]
         app = App(tiered)
         for thread_id in "ab":
             app.run(thread_id, {"messages": [f"hello from {thread_id}"]}, use_async=False, durability="async")
-        assert tiered.store.thread_ids() == ["b"]
+        assert tiered._store.thread_ids() == ["b"]
         app.run("a", Command(resume="yes"), use_async=False, durability="async")
         asyncio.run(app.graph.ainvoke(Command(resume="yes"), {"configurable": {"thread_id": "b"}}))
         assert sorted(app.sent) == ["draft of hello from a", "draft of hello from b"]

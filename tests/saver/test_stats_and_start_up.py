@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig, TieredSaver
 from langgraph.checkpoint.bounded.serving import ENV_PREFIX, checkpointer, reset_shared_saver, shared_saver
@@ -28,14 +29,14 @@ def a_saver_that_evicted() -> BoundedInMemorySaver:
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_the_tiered_stats_do_not_show_the_hot_tier_s_internal_tombstones(write: str) -> None:
-    durable = BoundedInMemorySaver()
+    durable = StockSaver()
     with TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=1), write=write) as tiered:  # type: ignore[arg-type]
         for thread_id in "abc":
             put(tiered, thread_id, {"n": 1})  # type: ignore[arg-type]
         stats = tiered.stats()
         assert stats.hot.evicted_threads == 2 and stats.hot.threads == 1
         assert stats.hot.dropped_thread_records == 0 and stats.hot.dropped_thread_record_bytes == 0
-        assert tiered.hot.stats().evicted_threads == 2  # the hot saver itself still counts what it did
+        assert tiered._hot.stats().evicted_threads == 2  # the hot saver itself still counts what it did
 
 
 # --- a readable form ------------------------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def test_the_stats_print_as_short_lines_that_say_what_each_number_is() -> None:
 
 
 def test_the_tiered_stats_print_their_lines_then_the_hot_tier_s_indented() -> None:
-    with TieredSaver(BoundedInMemorySaver(), config=InMemoryCheckpointConfig(max_threads=1)) as tiered:
+    with TieredSaver(StockSaver(), config=InMemoryCheckpointConfig(max_threads=1)) as tiered:
         for thread_id in "ab":
             put(tiered, thread_id, {"n": 1})  # type: ignore[arg-type]
         text = str(tiered.stats())

@@ -146,3 +146,11 @@ async def concurrent_runs(checkpointer: Any, count: int) -> list[Any]:
             return type(error).__name__
 
     return await asyncio.gather(*(one(index) for index in range(count)))
+
+
+def write_mode(write: str, **back: Any) -> Any:
+    """``write`` (``"through"`` or ``"back"``, as tests parametrize it) as ``TieredSaver``'s write policy, with
+    write-back's settings ``back`` when it is write-back (with write-through they would be refused)."""
+    from langgraph.checkpoint.bounded import WriteBack, WriteThrough
+
+    return WriteBack(**back) if write == "back" else WriteThrough()

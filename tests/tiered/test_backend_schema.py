@@ -22,7 +22,7 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from langgraph.checkpoint.bounded import RetentionPolicy, SchemaMismatchError, TieredSaver
+from langgraph.checkpoint.bounded import RetentionPolicy, SchemaMismatchError, TieredSaver, WriteThrough
 from langgraph.checkpoint.bounded.tiered.backends import Table
 from langgraph.checkpoint.bounded.tiered.backends import postgres as postgres_backend
 from langgraph.checkpoint.bounded.tiered.backends import sqlite as sqlite_backend
@@ -144,7 +144,9 @@ def test_a_sqlite_saver_whose_table_differs_is_refused_at_construction(
 def test_a_sqlite_saver_with_the_installed_tables_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "fresh.db"
     set_up_sqlite(path)
-    saver = TieredSaver(SqliteSaver(sqlite3.connect(path, check_same_thread=False)), conditional_writes=True)
+    saver = TieredSaver(
+        SqliteSaver(sqlite3.connect(path, check_same_thread=False)), write=WriteThrough(processes="many")
+    )
     put_chain(saver, "t", 2)
     assert count_rows(path, "checkpoints") == 2
 
@@ -165,7 +167,9 @@ def test_a_sqlite_database_older_than_task_path_is_accepted_once_setup_migrates_
     path = tmp_path / "older.db"
     with sqlite3.connect(path) as connection:
         connection.executescript(WRITES_BEFORE_TASK_PATH)
-    saver = TieredSaver(SqliteSaver(sqlite3.connect(path, check_same_thread=False)), conditional_writes=True)
+    saver = TieredSaver(
+        SqliteSaver(sqlite3.connect(path, check_same_thread=False)), write=WriteThrough(processes="many")
+    )
     put_chain(saver, "t", 1)
     assert count_rows(path, "checkpoints") == 1
     written = sqlite_tables(path)["writes"]
@@ -176,7 +180,7 @@ def test_tables_made_after_construction_are_checked_at_the_first_conditional_put
     """No tables at construction (``setup()`` not called yet): the check waits for our first SQL."""
     path = tmp_path / "later.db"
     durable = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
-    saver = TieredSaver(durable, conditional_writes=True)  # nothing to check yet: accepted
+    saver = TieredSaver(durable, write=WriteThrough(processes="many"))  # nothing to check yet: accepted
     set_up_sqlite(path, checkpoints=CHECKPOINTS_WITHOUT_TYPE)
     with pytest.raises(SchemaMismatchError, match="column 'type' \\(TEXT\\) is missing"):
         put_chain(saver, "t", 1)
@@ -199,7 +203,7 @@ def test_an_async_sqlite_saver_is_checked_at_its_first_conditional_put(tmp_path:
 
     async def scenario() -> None:
         async with AsyncSqliteSaver.from_conn_string(str(path)) as durable:
-            saver = TieredSaver(durable, conditional_writes=True)  # accepted: checked at the first use
+            saver = TieredSaver(durable, write=WriteThrough(processes="many"))  # accepted: checked at the first use
             with pytest.raises(SchemaMismatchError, match=f"table 'checkpoints'.*{SQLITE_VERSION}"):
                 await asyncio.to_thread(put_chain, saver, "t", 1)
 
@@ -276,7 +280,7 @@ def test_a_postgres_saver_whose_table_differs_is_refused_at_construction(cluster
     conninfo = in_schema(cluster, "changed")
     set_up_postgres(conninfo, "ALTER TABLE checkpoint_writes DROP COLUMN task_path")
     with connect(conninfo) as connection, pytest.raises(SchemaMismatchError) as refused:
-        TieredSaver(PostgresSaver(connection), conditional_writes=True)
+        TieredSaver(PostgresSaver(connection), write=WriteThrough(processes="many"))
     message = str(refused.value)
     assert "PostgresSaver's table 'checkpoint_writes'" in message and POSTGRES_VERSION in message
     assert "column 'task_path' (text NOT NULL) is missing" in message
@@ -288,7 +292,7 @@ def test_a_postgres_saver_with_the_installed_tables_is_accepted(cluster: Postgre
     conninfo = in_schema(cluster, "accepted")
     set_up_postgres(conninfo)
     with connect(conninfo) as connection:
-        saver = TieredSaver(PostgresSaver(connection), conditional_writes=True)
+        saver = TieredSaver(PostgresSaver(connection), write=WriteThrough(processes="many"))
         put_chain(saver, "t", 2)
         assert connection.execute("SELECT count(*) AS n FROM checkpoints").fetchone()["n"] == 2
 
@@ -301,7 +305,7 @@ def test_an_async_postgres_saver_is_checked_at_its_first_conditional_put(cluster
 
     async def scenario() -> None:
         async with AsyncPostgresSaver.from_conn_string(conninfo) as durable:
-            saver = TieredSaver(durable, conditional_writes=True)  # accepted: checked at the first use
+            saver = TieredSaver(durable, write=WriteThrough(processes="many"))  # accepted: checked at the first use
             with pytest.raises(SchemaMismatchError, match="'run_id' \\(text NOT NULL\\) is unexpected"):
                 await asyncio.to_thread(put_chain, saver, "t", 1)
 

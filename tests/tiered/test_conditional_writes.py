@@ -1,9 +1,9 @@
-"""``TieredSaver(conditional_writes=True)``: several processes writing one durable tier never fork a thread in
-silence.
+"""``TieredSaver(write=WriteThrough(processes="many"))``: several processes writing one durable tier never fork a
+thread in silence.
 
 LangGraph has no per-thread lock: two processes running one thread each read its newest checkpoint and put a
 child of it, and both puts succeeded (out of 50 racing updates, 28-46 were kept, with the durable savers alone
-too). With ``conditional_writes`` a put whose namespace another process wrote since this one last read or wrote
+too). With ``processes="many"`` a put whose namespace another process wrote since this one last read or wrote
 it raises ``CheckpointConflictError`` naming the thread, writes nothing, and its stale hot copy leaves memory, so
 that the retry reads the newest. The primitive is ``saver/tiered/conditional.py`` (test_conditional_puts.py); here it is
 the tiered saver, with real graphs, and two OS processes racing invokes.
@@ -23,7 +23,13 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import START, StateGraph
 
-from langgraph.checkpoint.bounded import CheckpointConflictError, TieredSaver
+from langgraph.checkpoint.bounded import (
+    CheckpointConflictError,
+    InvalidArgumentError,
+    TieredSaver,
+    WriteBack,
+    WriteThrough,
+)
 from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 
@@ -78,24 +84,20 @@ def chain_of(durable: Any, thread_id: str) -> tuple[list[Any], int]:
 # --- the lost update, deterministic ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("coherence", ["sticky", "validate"])
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
 def test_a_put_from_a_stale_read_conflicts_instead_of_forking(
-    database: str, coherence: str, request: pytest.FixtureRequest, tmp_path: Path
+    database: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     where = where_for(database, request, tmp_path)
-    first, second = (
-        TieredSaver(open_durable(database, where), coherence=coherence, conditional_writes=True)  # type: ignore[arg-type]
-        for _ in range(2)
-    )
-    thread_id = f"race-{database}-{coherence}"
+    first, second = (TieredSaver(open_durable(database, where), write=WriteThrough(processes="many")) for _ in range(2))
+    thread_id = f"race-{database}"
     first.put(*child_of(first, thread_id, 1))
     stale = child_of(second, thread_id, 2)  # the second process reads the newest...
     first.put(*child_of(first, thread_id, 3))  # ...the first writes meanwhile...
     with pytest.raises(CheckpointConflictError, match=repr(thread_id)):
         second.put(*stale)  # ...and the second's put from what it read is refused: written nowhere
     assert second.stats().conflicts == 1
-    assert second.store.last_used(thread_id) is None  # its stale hot copy left memory
+    assert second._store.last_used(thread_id) is None  # its stale hot copy left memory
     second.put(*child_of(second, thread_id, 4))  # the retry reads the newest, and goes on from it
     values, forks = chain_of(open_durable(database, where), thread_id)
     assert values == [4, 3, 1] and forks == 0
@@ -118,7 +120,7 @@ def test_without_the_guard_the_same_interleaving_forks_the_thread(
 
 def test_a_deliberate_fork_from_an_older_checkpoint_is_no_conflict(tmp_path: Path) -> None:
     """Time travel: a put whose parent is older than the newest, from a process holding the newest."""
-    tiered = TieredSaver(sqlite_durable(tmp_path / "durable.sqlite"), conditional_writes=True)
+    tiered = TieredSaver(sqlite_durable(tmp_path / "durable.sqlite"), write=WriteThrough(processes="many"))
     first = tiered.put(*child_of(tiered, "t", 1))
     tiered.put(*child_of(tiered, "t", 2))
     version = f"{9:032}.0"
@@ -128,7 +130,7 @@ def test_a_deliberate_fork_from_an_older_checkpoint_is_no_conflict(tmp_path: Pat
 
 def test_async_puts_conflict_too(tmp_path: Path) -> None:
     where = str(tmp_path / "durable.sqlite")
-    first, second = (TieredSaver(open_durable("sqlite", where), conditional_writes=True) for _ in range(2))
+    first, second = (TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many")) for _ in range(2))
 
     async def main() -> None:
         await first.aput(*child_of(first, "t", 1))
@@ -141,13 +143,17 @@ def test_async_puts_conflict_too(tmp_path: Path) -> None:
     assert chain_of(open_durable("sqlite", where), "t") == ([3, 1], 0)
 
 
-def test_conditional_writes_are_checked_naming_why(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="conditional_writes=True needs write='through'"):
-        TieredSaver(sqlite_durable(tmp_path / "d.sqlite"), write="back", conditional_writes=True)
-    with pytest.raises(ValueError, match="conditional_writes=True: InMemorySaver offers no atomic check-and-put"):
-        TieredSaver(StockSaver(), conditional_writes=True)
-    with pytest.raises(ValueError, match="conditional_writes must be True or False"):
-        TieredSaver(sqlite_durable(tmp_path / "d.sqlite"), conditional_writes="yes")  # type: ignore[arg-type]
+def test_several_processes_are_checked_naming_why(tmp_path: Path) -> None:
+    with pytest.raises(
+        InvalidArgumentError, match=r"WriteThrough\(processes='many'\): InMemorySaver offers no atomic check-and-put"
+    ):
+        TieredSaver(StockSaver(), write=WriteThrough(processes="many"))
+    with pytest.raises(InvalidArgumentError, match=r"processes must be one of \('one', 'many'\), got 'yes'"):
+        WriteThrough(processes="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # write-back with several processes cannot be written
+        WriteBack(processes="many")  # type: ignore[call-arg]
+    saver = TieredSaver(sqlite_durable(tmp_path / "d.sqlite"), write=WriteThrough(processes="many"))
+    assert saver.processes == "many" and saver.write == WriteThrough(processes="many")
 
 
 # --- two OS processes racing invokes of one thread ------------------------------------------------------------------
@@ -168,7 +174,7 @@ def racing_invokes(database: str, where: str, thread_id: str, start: Any, result
     """Add one to the thread's count 25 times, retrying each invoke that conflicts; report how many were
     acknowledged and how many conflicted. Runs in a spawned process."""
     try:
-        tiered = TieredSaver(open_durable(database, where), coherence="validate", conditional_writes=True)
+        tiered = TieredSaver(open_durable(database, where), write=WriteThrough(processes="many"))
         app = counter(tiered)
         thread = {"configurable": {"thread_id": thread_id}}
         app.get_state(thread)  # connected before the race starts
@@ -196,7 +202,7 @@ def test_two_processes_racing_invokes_lose_nothing_acknowledged(
     database: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """Each process adds one to a counter 25 times through ``invoke`` (one sync, one async), each read fresh
-    (``coherence="validate"``): the count ends at 50, on one linear chain of checkpoints.
+    (``processes="many"``): the count ends at 50, on one linear chain of checkpoints.
 
     ``durability="exit"`` makes each run one put, so a run lands whole or conflicts whole. With a checkpoint per
     step, a conflict at a later step leaves the run's earlier steps in the thread (still one chain): retrying
@@ -237,14 +243,14 @@ def test_a_fork_of_a_thread_no_longer_hot_is_no_conflict(tmp_path: Path, use_asy
 
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
+        write=WriteThrough(processes="many"),
         config=InMemoryCheckpointConfig(max_threads=1),
-        conditional_writes=True,
     )
     first = tiered.put(*child_of(tiered, "t", 1))
     tiered.put(*child_of(tiered, "t", 2))
     assert tiered.get_tuple(first) is not None  # the user reads the older checkpoint...
     tiered.put(*child_of(tiered, "other", 7))  # ...another conversation pushes "t" out of memory...
-    assert tiered.store.last_used("t") is None
+    assert tiered._store.last_used("t") is None
     version = f"{9:032}.0"
     fork = (first, make_checkpoint({"x": 9}, {"x": version}), {"step": 9}, {"x": version})
     if use_async:
@@ -263,8 +269,8 @@ def test_a_fork_after_reading_another_process_write_is_no_conflict(tmp_path: Pat
 
     where = str(tmp_path / "durable.sqlite")
     small = InMemoryCheckpointConfig(max_threads=1)
-    here = TieredSaver(open_durable("sqlite", where), config=small, conditional_writes=True)
-    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    here = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"), config=small)
+    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
     there.put(*child_of(there, "t", 2))  # another process moves "t" on
@@ -280,9 +286,11 @@ def test_a_real_conflict_names_the_newest_found_and_who_can_have_written_it(tmp_
 
     where = str(tmp_path / "durable.sqlite")
     here = TieredSaver(
-        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+        open_durable("sqlite", where),
+        write=WriteThrough(processes="many"),
+        config=InMemoryCheckpointConfig(max_threads=1),
     )
-    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves memory
     written = there.put(*child_of(there, "t", 2))  # another process writes it, and this one never read that
@@ -306,8 +314,8 @@ def test_time_travel_with_a_small_hot_tier_is_never_refused(
 
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
+        write=WriteThrough(processes="many"),
         config=InMemoryCheckpointConfig(max_threads=1),
-        conditional_writes=True,
     )
     app = counter(tiered)
     pushing: list[str] = []
@@ -360,9 +368,11 @@ def test_a_new_run_on_a_thread_another_process_deleted_is_no_conflict(tmp_path: 
 
     where = str(tmp_path / "durable.sqlite")
     here = TieredSaver(
-        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+        open_durable("sqlite", where),
+        config=InMemoryCheckpointConfig(max_threads=1),
+        write=WriteThrough(processes="many"),
     )
-    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
     there.delete_thread("t")
@@ -383,9 +393,11 @@ def test_a_continuation_after_another_process_removed_the_newest_is_no_conflict(
 
     where = str(tmp_path / "durable.sqlite")
     here = TieredSaver(
-        open_durable("sqlite", where), config=InMemoryCheckpointConfig(max_threads=1), conditional_writes=True
+        open_durable("sqlite", where),
+        config=InMemoryCheckpointConfig(max_threads=1),
+        write=WriteThrough(processes="many"),
     )
-    there = TieredSaver(open_durable("sqlite", where), conditional_writes=True)
+    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
     version = f"{1:032}.0"
     stale = {}
     for thread_id in ("t", "u"):

@@ -18,14 +18,18 @@ import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, WriteBack, WriteThrough
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
-from tests.support.tiered import put_chain
+from tests.support.tiered import put_chain, write_mode
 
 WAIT = 60.0
 ONE_THREAD = InMemoryCheckpointConfig(max_threads=1)
-MODES = [("through", "sticky"), ("back", "sticky"), ("through", "validate")]
+MODES = {
+    "through": WriteThrough(),
+    "back": WriteBack(flush_interval_seconds=math.inf),
+    "many": WriteThrough(processes="many"),
+}
 
 
 @pytest.fixture
@@ -64,22 +68,16 @@ def newest_value(method: str, answer: Any) -> int:
 # --- 1. read-your-writes: a read never joins a durable read that began before a write acknowledged to it ---------
 
 
-@pytest.mark.parametrize(("write", "coherence"), MODES)
+@pytest.mark.parametrize("write", MODES.values(), ids=MODES.keys())
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("method", ["get", "list"])
 def test_a_read_never_answers_older_than_a_write_acknowledged_before_it_began(
-    db: Path, method: str, use_async: bool, write: str, coherence: str
+    db: Path, method: str, use_async: bool, write: WriteThrough | WriteBack
 ) -> None:
     """A durable read of ``t`` begins (and reads checkpoint 1), a write of checkpoint 2 is acknowledged, ``t``
     leaves memory, then a second read begins: before the fix it joined the first read in flight and answered 1."""
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(
-        durable,
-        config=ONE_THREAD,
-        write=write,  # type: ignore[arg-type]
-        coherence=coherence,  # type: ignore[arg-type]
-        flush_interval_seconds=math.inf,
-    )
+    tiered = TieredSaver(durable, config=ONE_THREAD, write=write)
     first = put_step(tiered, "t", None, 1)
     put_step(tiered, "u", None, 1)  # t leaves memory
     tiered.flush()
@@ -157,7 +155,7 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
 
 
 def tiered_saver(db: Path, write: str) -> Any:
-    return TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)  # type: ignore[arg-type]
+    return TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)
 
 
 SAVERS = [
@@ -245,7 +243,9 @@ def test_ids_below_the_latest_answer_as_the_durable_tier(db: Path, write: str) -
     from langgraph.checkpoint.base.id import uuid6
 
     low, low2, mid, high = sorted(str(uuid6(clock_seq=-1)) for _ in range(4))
-    tiered = TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    tiered = TieredSaver(
+        sqlite_durable(db), config=ONE_THREAD, write=write_mode(write, flush_interval_seconds=math.inf)
+    )
     put_with_id(tiered, "t", mid, None, 1)
     put_with_id(tiered, "t", high, mid, 2)
     put_step(tiered, "u", None, 1)  # t leaves memory
@@ -267,7 +267,7 @@ def test_an_id_below_the_latest_of_a_hot_thread_keeps_the_greatest_as_latest(db:
     from langgraph.checkpoint.base.id import uuid6
 
     low, high = sorted(str(uuid6(clock_seq=-1)) for _ in range(2))
-    tiered = TieredSaver(sqlite_durable(db), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), write=write)
     put_with_id(tiered, "t", high, None, 1)
     put_with_id(tiered, "t", low, high, 2)
     tiered.flush()
@@ -394,7 +394,7 @@ def test_metadata_and_filters_answer_as_the_durable_tier_hot_or_not(
     tier: the hot tier now stores metadata as the durable saver reads it back, and applies a filter only where
     its semantics are the durable saver's (else it reads the durable tier)."""
     durable = make_durable(kind, db, request)
-    tiered = TieredSaver(durable, config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, config=ONE_THREAD, write=write_mode(write, flush_interval_seconds=math.inf))
     parent = None
     for step, metadata in enumerate(TRICKY_METADATA):
         version = f"{step + 1:032}.0"
@@ -426,7 +426,7 @@ def test_metadata_the_durable_tier_cannot_store_is_refused_before_it_is_acknowle
     import datetime
 
     durable = make_durable(kind, db, request)
-    tiered = TieredSaver(durable, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, write=write_mode(write, flush_interval_seconds=math.inf))
     stored = put_step(tiered, "t", None, 1)
     refused: list[dict[str, Any]] = [{"when": datetime.datetime(2026, 1, 1)}, {"blob": b"bytes"}, {"key": {(1, 2): 3}}]
     if kind == "postgres":
@@ -468,7 +468,7 @@ def test_pending_writes_read_back_as_the_durable_tier_holds_them(
     hot order differed from the durable one (['A', 'B'] against ['B', 'A']), and an index or a special channel in
     a mixed batch kept or dropped a later write otherwise."""
     durable = make_durable(kind, db, request)
-    tiered = TieredSaver(durable, config=ONE_THREAD, write=write, flush_interval_seconds=math.inf)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, config=ONE_THREAD, write=write_mode(write, flush_interval_seconds=math.inf))
     stored = put_step(tiered, "t", None, 1)
     for step in write_steps(tiered, stored):
         if step[0] == "evict":
@@ -486,14 +486,15 @@ def test_pending_writes_read_back_as_the_durable_tier_holds_them(
 # --- 7. the coherence check sees a replaced pending write -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_validate_sees_a_pending_write_another_process_replaced(
     db: Path, request: pytest.FixtureRequest, kind: str
 ) -> None:
     """Another process replaced an __error__ write (a retried task) or a __resume__ (a second Command(resume=...)),
-    leaving the newest id and the write count unchanged: coherence='validate' kept serving the old value."""
+    leaving the newest id and the write count unchanged: processes="many" (coherence="validate" then) kept serving
+    the old value."""
     durable = make_durable(kind, db, request)
-    reader = TieredSaver(durable, coherence="validate")
+    reader = TieredSaver(durable, write=WriteThrough(processes="many"))
     writer = TieredSaver(durable)  # another process's hot tier over the same durable tier
     stored = put_step(writer, "t", None, 1)
     writer.put_writes(stored, [("__error__", "attempt 1")], "task-1")
@@ -528,7 +529,7 @@ def test_a_ui_polling_state_while_runs_go_on_never_makes_a_run_lose_a_step(
     expected = {
         name: run(name, StockSaver(), use_async=use_async, durability="async") for name in INTERLEAVED_SCENARIOS
     }
-    tiered = TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=ONE_THREAD, write=write)
     done = threading.Event()
     polls = [0]
 

@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
     import json, operator, sqlite3, sys
     from typing import Annotated, TypedDict
     from langgraph.graph import END, START, StateGraph
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, WriteBack
 
     durable_kind, where, write = sys.argv[1:4]
     if durable_kind == "sqlite":
@@ -53,9 +53,8 @@ CHILD = textwrap.dedent(
     builder.add_edge(START, "think")
     builder.add_edge("think", "reply")
     builder.add_edge("reply", END)
-    saver = TieredSaver(
-        durable, config=InMemoryCheckpointConfig(max_threads=2), write=write, flush_interval_seconds=float("inf")
-    )
+    policy = WriteBack(flush_interval_seconds=float("inf")) if write == "back" else write
+    saver = TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=2), write=policy)
     app = builder.compile(checkpointer=saver)
     unflushed = []
     for turn in range(10_000):
@@ -145,11 +144,11 @@ EXITING_CHILD = textwrap.dedent(
     """
     import sqlite3, sys
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.checkpoint.bounded import TieredSaver
+    from langgraph.checkpoint.bounded import TieredSaver, WriteBack
     from tests.support.tiered import put_chain
 
     durable = SqliteSaver(sqlite3.connect(sys.argv[1], check_same_thread=False))
-    saver = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"))
+    saver = TieredSaver(durable, write=WriteBack(flush_interval_seconds=float("inf")))
     put_chain(saver, "never-closed", 4)
     print(saver.stats().dirty_bytes > 0)  # all unflushed; the program ends without close()
     """

@@ -26,10 +26,11 @@ from typing import Any, ParamSpec, TypeVar
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, WriteBack
 from langgraph.checkpoint.bounded.tiered import pools
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
+from tests.support.tiered import write_mode
 
 WAIT = 20.0  # seconds before a wait counts as a hang (never reached when things work)
 
@@ -118,9 +119,7 @@ def test_every_async_method_finishes_with_the_default_executor_parked(tmp_path: 
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
         config=InMemoryCheckpointConfig(max_threads=2, async_offload_bytes=1_000),
-        write=write,  # type: ignore[arg-type]
-        max_dirty_bytes=3_000,  # the large writes press: backpressure flushes the others first
-        flush_interval_seconds=float("inf"),
+        write=write_mode(write, flush_interval_seconds=float("inf"), max_dirty_bytes=3_000),
     )
 
     async def scenario() -> None:
@@ -182,7 +181,7 @@ def test_a_deletion_holding_the_gate_alone_does_not_starve_the_flushes_waiting_f
     """``adelete_thread`` holds the gate alone across its durable calls; a flush (or a copy, in the jobs pool's
     only worker) waits for the gate. Everything finishes, and nothing brings the deleted thread's write back."""
     durable = ControlledSqlite(tmp_path / "durable.sqlite")
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"), max_dirty_bytes=2_500)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=float("inf"), max_dirty_bytes=2_500))
 
     async def scenario() -> None:
         await put_root(tiered, "doomed", size=1_000)  # unflushed: a flush will want the thread's gate

@@ -15,6 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, ThreadDeletedError, TieredSaver, UnstorableWriteError
 from tests.support.helpers import config, make_checkpoint
+from tests.support.tiered import write_mode
 
 WRITE_MODES = ["through", "back"]
 METADATA: dict[str, Any] = {"source": "input", "step": 0}
@@ -28,7 +29,9 @@ def sqlite() -> SqliteSaver:
 def savers(request: pytest.FixtureRequest) -> Iterator[tuple[TieredSaver, SqliteSaver]]:
     """A tiered saver whose hot tier holds one thread, and the plain saver it is compared with."""
     tiered = TieredSaver(
-        sqlite(), config=InMemoryCheckpointConfig(max_threads=1), write=request.param, flush_interval_seconds=1e9
+        sqlite(),
+        config=InMemoryCheckpointConfig(max_threads=1),
+        write=write_mode(request.param, flush_interval_seconds=1e9),
     )
     yield tiered, sqlite()
     tiered.close()

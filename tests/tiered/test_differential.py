@@ -48,6 +48,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, ThreadDeletedError, TieredSaver
 from tests.support import strategies as S
 from tests.support.helpers import config, make_checkpoint
+from tests.support.tiered import write_mode
 
 THREADS = st.sampled_from(["t1", "t2", "t3"])
 NAMESPACES = st.sampled_from(["", "sub:1"])
@@ -132,8 +133,7 @@ class TieredAnswersAsTheDurableSaver(RuleBasedStateMachine):
         self.tiered = TieredSaver(
             durable,
             config=InMemoryCheckpointConfig(max_threads=1),
-            write=self.write,  # type: ignore[arg-type]
-            flush_interval_seconds=float("inf"),
+            write=write_mode(self.write, flush_interval_seconds=float("inf")),
         )
         self.ids: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.deleted: dict[str, str] = {}  # thread to the greatest checkpoint id it held when deleted

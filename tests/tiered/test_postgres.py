@@ -6,8 +6,8 @@
 * PostgreSQL stopped in the middle of a run: clear errors, nothing diverges, and everything goes on
   once it is back (write-through refuses the writes; write-back holds them up to ``max_dirty_bytes``).
 * Two processes writing and reading the same threads through one PostgreSQL: with
-  ``coherence="validate"`` no read is stale; with the default (sticky) one is, which is why the
-  default needs sticky routing.
+  ``WriteThrough(processes="many")`` no read is stale; with the default (one process per thread) one is,
+  which is why the default needs sticky routing.
 
 Without PostgreSQL binaries the module is skipped, saying so loudly.
 """
@@ -26,7 +26,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.types import Command
 
-from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
 from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
 from tests.support.graphs import SCENARIOS, Runner, approval_graph, describe, thread, without_interrupt_ids
 from tests.support.paths import ROOT
@@ -70,7 +70,7 @@ def pooled_saver(conninfo: str) -> Any:
         check=ConnectionPool.check_connection,
         open=True,
     )
-    return PostgresSaver(pool)  # type: ignore[arg-type]
+    return PostgresSaver(pool)
 
 
 def restart(cluster: PostgresCluster, durable: Any) -> None:
@@ -97,7 +97,7 @@ def test_graphs_over_postgres_answer_as_the_stock_saver(
     cluster: PostgresCluster, name: str, write: str, use_async: bool
 ) -> None:
     durable = postgres_saver(cluster.conninfo)
-    tiered = TieredSaver(durable, config=SMALL, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, config=SMALL, write=write)
     expected = run(name, StockSaver(), use_async=use_async)
     threads_before = {item.config["configurable"]["thread_id"] for item in durable.list(None)}
     for thread_id in threads_before:
@@ -158,13 +158,13 @@ def test_write_through_while_postgres_is_down_refuses_clearly_and_goes_on_once_i
     tiered = TieredSaver(durable, config=SMALL)
     app, stock = approval_graph(tiered, {}), approval_graph(StockSaver(), {})
     assert conversation_turns(app, "outage", range(2)) == conversation_turns(stock, "outage", range(2))
-    before = tiered.store.export_thread("outage")
+    before = tiered._store.export_thread("outage")
     state = describe(app.get_state(thread("outage")))
     cluster.stop()
     try:
         with pytest.raises((OperationalError, PoolTimeout)):
             app.invoke({"messages": ["during the outage"]}, thread("outage"))
-        assert tiered.store.export_thread("outage") == before  # nothing acknowledged, nothing in memory
+        assert tiered._store.export_thread("outage") == before  # nothing acknowledged, nothing in memory
         assert describe(app.get_state(thread("outage"))) == state  # reads of hot threads go on
         assert tiered.stats().durable_errors >= 1
     finally:
@@ -180,9 +180,7 @@ def test_write_back_while_postgres_is_down_holds_writes_then_refuses_then_flushe
     tiered = TieredSaver(
         durable,
         config=SMALL,
-        write="back",
-        max_dirty_bytes=60_000,
-        flush_interval_seconds=float("inf"),
+        write=WriteBack(flush_interval_seconds=float("inf"), max_dirty_bytes=60_000),
     )
     app, stock = approval_graph(tiered, {}), approval_graph(StockSaver(), {})
     assert conversation_turns(app, "held", range(2)) == conversation_turns(stock, "held", range(2))
@@ -224,7 +222,7 @@ WORKER = textwrap.dedent(
     from langgraph.graph import END, START, StateGraph
     from psycopg import Connection
     from psycopg.rows import dict_row
-    from langgraph.checkpoint.bounded import TieredSaver
+    from langgraph.checkpoint.bounded import TieredSaver, WriteThrough
 
     class Chat(TypedDict):
         messages: Annotated[list[str], operator.add]
@@ -234,7 +232,7 @@ WORKER = textwrap.dedent(
     builder.add_edge(START, "reply")
     builder.add_edge("reply", END)
     connection = Connection.connect(sys.argv[1], autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = TieredSaver(PostgresSaver(connection), coherence=sys.argv[2])
+    saver = TieredSaver(PostgresSaver(connection), write=WriteThrough(processes=sys.argv[2]))
     app = builder.compile(checkpointer=saver)
     for line in sys.stdin:
         thread_id, text = line.split()
@@ -247,12 +245,12 @@ WORKER = textwrap.dedent(
 )
 
 
-def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int, int]]:
+def alternate(conninfo: str, several: str, rounds: int) -> list[tuple[int, int, int]]:
     """Two processes take turns on three threads; each reports how many messages it saw before its turn,
     and how many there should have been."""
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, conninfo, coherence],
+            [sys.executable, "-c", WORKER, conninfo, several],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -260,19 +258,19 @@ def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int
         )
         for _ in range(2)
     ]
-    expected = {f"{coherence}-{index}": 0 for index in range(3)}
+    expected = {f"{several}-{index}": 0 for index in range(3)}
     seen: list[tuple[int, int, int]] = []
     try:
         for turn in range(rounds):
             process = processes[turn % 2]
-            thread_id = f"{coherence}-{turn % 3}"
+            thread_id = f"{several}-{turn % 3}"
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(f"{thread_id} message-{turn}\n")
             process.stdin.flush()
             report = json.loads(process.stdout.readline())
             seen.append((report["seen"], expected[thread_id], report["validations"]))
             expected[thread_id] += 2
-            if coherence == "validate":
+            if several == "many":
                 assert report["after"] == expected[thread_id]
     finally:
         for process in processes:
@@ -282,13 +280,13 @@ def alternate(conninfo: str, coherence: str, rounds: int) -> list[tuple[int, int
     return seen
 
 
-def test_two_processes_never_read_stale_in_validate_mode(cluster: PostgresCluster) -> None:
-    seen = alternate(cluster.conninfo, "validate", rounds=24)
+def test_two_processes_never_read_stale_when_several_are_declared(cluster: PostgresCluster) -> None:
+    seen = alternate(cluster.conninfo, "many", rounds=24)
     assert [(got, expected) for got, expected, _ in seen] == [(expected, expected) for _, expected, _ in seen]
     assert seen[-1][2] > 0  # the check ran
 
 
 def test_two_processes_can_read_stale_without_validation(cluster: PostgresCluster) -> None:
     """The default promises one process per thread at a time: break that, and a hot copy goes stale."""
-    seen = alternate(cluster.conninfo, "sticky", rounds=24)
+    seen = alternate(cluster.conninfo, "one", rounds=24)
     assert any(got < expected for got, expected, _ in seen)

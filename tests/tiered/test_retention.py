@@ -42,6 +42,7 @@ from langgraph.checkpoint.bounded import (
     RetentionPolicy,
     ThreadDeletedError,
     TieredSaver,
+    WriteBack,
 )
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at, time_of
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
@@ -142,15 +143,17 @@ def dangling_parents(path: Path) -> list[tuple[str, str]]:
 
 
 def tiered(path: Path | None, clock: Clock, *, durable: Any = None, **policy: Any) -> TieredSaver:
-    """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked."""
+    """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked (no
+    retention when ``policy`` sets neither ``idle_ttl_seconds`` nor ``keep_last``)."""
     settings: dict[str, Any] = {"sweep_interval_seconds": math.inf, **policy}
     if durable is None:
         assert path is not None
         durable = sqlite_durable(path)
+    removes = settings.get("idle_ttl_seconds") is not None or settings.get("keep_last") is not None
     return TieredSaver(
         durable,
         config=SMALL,
-        retention=RetentionPolicy(**settings),
+        retention=RetentionPolicy(**settings) if removes else None,
         clock=clock.monotonic,
         wall_clock=clock,
     )
@@ -354,7 +357,7 @@ def test_a_pruned_thread_stays_hot_and_answers_as_the_durable_tier(tmp_path: Pat
     assert saver.stats().misses == misses  # answered from memory: the prune kept the thread hot
     assert 2 <= len(kept) < len(history)
     assert all(snapshot.values == history[snapshot.config["configurable"]["checkpoint_id"]] for snapshot in kept)
-    saver.hot.store.check()
+    saver._hot.store.check()
 
 
 def test_a_partial_hot_copy_loses_the_parent_the_prune_removed(tmp_path: Path) -> None:
@@ -368,7 +371,7 @@ def test_a_partial_hot_copy_loses_the_parent_the_prune_removed(tmp_path: Path) -
     assert hot is not None and durable is not None
     assert hot.config == durable.config and hot.parent_config is None and durable.parent_config is None
     assert saver.stats().misses == 1  # the first read; the prune kept the copy
-    saver.hot.store.check()
+    saver._hot.store.check()
 
 
 @pytest.mark.parametrize("method", ["list", "get_tuple"])
@@ -387,7 +390,7 @@ def test_a_read_that_began_before_a_prune_does_not_bring_back_what_it_removed(tm
     reader.join(30)
     assert not reader.is_alive()
     assert answers(saver, "long") == answers(durable, "long") and len(answers(durable, "long")) == 2
-    saver.hot.store.check()
+    saver._hot.store.check()
 
 
 # --- what a sweep leaves alone, and its bounds ------------------------------------------------------------------
@@ -411,8 +414,7 @@ def test_write_back_unflushed_writes_keep_a_thread(tmp_path: Path) -> None:
     saver = TieredSaver(
         durable,
         config=SMALL,
-        write="back",
-        flush_interval_seconds=math.inf,
+        write=WriteBack(flush_interval_seconds=math.inf),
         retention=RetentionPolicy(idle_ttl_seconds=60, sweep_interval_seconds=math.inf),
         clock=clock.monotonic,
         wall_clock=clock,
@@ -658,7 +660,7 @@ def test_the_agent_server_ttl_block_maps_to_a_policy() -> None:
 
 def test_a_tiered_saver_refuses_what_it_cannot_keep(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="retention must be a RetentionPolicy"):
-        TieredSaver(sqlite_durable(tmp_path / "t.db"), retention={"idle_ttl_seconds": 5})  # type: ignore[arg-type]
+        TieredSaver(sqlite_durable(tmp_path / "t.db"), retention={"idle_ttl_seconds": 5})
 
     with pytest.raises(ValueError, match="keep_last and strategy='keep_latest'"):
         TieredSaver(Foreign(), retention=RetentionPolicy(keep_last=5))

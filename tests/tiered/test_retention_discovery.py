@@ -35,7 +35,7 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import START, StateGraph
 
-from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
+from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver, WriteBack, WriteThrough
 from langgraph.checkpoint.bounded.tiered.landing import Landings
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at
 from langgraph.checkpoint.bounded.tiered.retention.sweep import DISCOVERY_OVERLAP_SECONDS
@@ -196,8 +196,7 @@ async def test_keep_last_prunes_what_write_back_flushed_after_a_pass(
         saver = TieredSaver(
             durable,
             config=SMALL,
-            write="back",
-            flush_interval_seconds=math.inf,
+            write=WriteBack(flush_interval_seconds=math.inf),
             retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
         )
         app = counter(saver)
@@ -227,8 +226,7 @@ async def test_the_idle_ttl_deletes_what_write_back_flushed_after_the_ttl(
         saver = TieredSaver(
             durable,
             config=SMALL,
-            write="back",
-            flush_interval_seconds=math.inf,
+            write=WriteBack(flush_interval_seconds=math.inf),
             retention=RetentionPolicy(idle_ttl_seconds=60, sweep_interval_seconds=math.inf),
             clock=clock.monotonic,
             wall_clock=clock,
@@ -377,7 +375,9 @@ def test_landings_bound_the_puts_begun_and_under_way() -> None:
 
 
 def test_the_dirty_ledgers_lowest_id_follows_pushes_and_flushes(tmp_path: Path) -> None:
-    saver = TieredSaver(sqlite_durable(tmp_path / "d.db"), config=SMALL, write="back", flush_interval_seconds=math.inf)
+    saver = TieredSaver(
+        sqlite_durable(tmp_path / "d.db"), config=SMALL, write=WriteBack(flush_interval_seconds=math.inf)
+    )
     ledger: Callable[[], str | None] = saver._shared.dirty.lowest_checkpoint_id
     assert ledger() is None
     ids = ids_at(time.time(), 3)
@@ -539,7 +539,7 @@ def test_a_rewind_into_an_open_range_takes_effect_when_it_ends() -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"conditional_writes": True}, {"write": "back", "flush_interval_seconds": math.inf}],
+    [{}, {"write": WriteThrough(processes="many")}, {"write": WriteBack(flush_interval_seconds=math.inf)}],
     ids=["through", "conditional", "back"],
 )
 def test_checkpoints_made_long_before_their_put_are_found(tmp_path: Path, settings: dict[str, Any]) -> None:

@@ -256,7 +256,7 @@ def test_a_thread_waiting_past_interrupted_ttl_is_deleted_and_its_resume_refused
             run(app, Command(resume="yes"), "waiting", use_async=use_async, durability=durability)
         assert_refused(refused.value, "waiting")
         assert backend.rows("waiting") == 0, f"{name}: the refused resume stored something"
-        assert resumer.get_tuple(thread("waiting")) is None and "waiting" not in resumer.store.thread_ids()
+        assert resumer.get_tuple(thread("waiting")) is None and "waiting" not in resumer._store.thread_ids()
     # a new run (input) on the thread starts it afresh, and its own interrupt resumes, in any process
     other = saver_of(backend, clock)
     result = run(
@@ -519,7 +519,7 @@ def test_a_resume_is_refused_though_this_process_still_holds_the_thread_another_
     sweeper = saver_of(backend, clock, idle_ttl_seconds=DAY, interrupted_ttl_seconds=WEEK)
     clock.idle_since(mark, 8 * DAY)
     assert sweeper.sweep().deleted_threads == 1 and backend.rows("held") == 0
-    assert "held" in here.store.thread_ids()
+    assert "held" in here._store.thread_ids()
     with pytest.raises(InterruptLostError) as refused:
         run(app, Command(resume="yes"), "held", use_async=False, durability="sync")
     assert_refused(refused.value, "held")

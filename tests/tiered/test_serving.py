@@ -10,6 +10,7 @@ resumed, the server is stopped (its last flush) and started again, and every thr
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from langgraph.checkpoint.bounded import (
     RetentionStats,
     TieredSaver,
     TieredStats,
+    WriteBack,
+    WriteThrough,
 )
 from langgraph.checkpoint.bounded import serving as serving_module
 from langgraph.checkpoint.bounded.metrics import (
@@ -61,12 +64,14 @@ def test_the_durable_tier_is_read_from_its_variables() -> None:
         {
             "BOUNDED_SAVER_DURABLE": "postgresql://app@db:5432/threads",
             "BOUNDED_SAVER_WRITE": "back",
-            "BOUNDED_SAVER_COHERENCE": "sticky",
             "BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS": "0.5",
             "BOUNDED_SAVER_MAX_DIRTY_BYTES": "8_388_608",
         }
-    ) == TieredSettings("postgresql://app@db:5432/threads", "back", "sticky", 0.5, 8_388_608)
+    ) == TieredSettings("postgresql://app@db:5432/threads", "back", None, 0.5, 8_388_608)
     assert tiered_from_env({"BOUNDED_SAVER_DURABLE": "sqlite"}) == TieredSettings("sqlite")
+    assert TieredSettings("sqlite").write_policy() == WriteThrough()
+    assert TieredSettings("sqlite", processes="many").write_policy() == WriteThrough(processes="many")
+    assert TieredSettings("sqlite", "back", None, 0.5, 8_388_608).write_policy() == WriteBack(0.5, 8_388_608)
     # The memory-only variables read as before, next to these.
     assert config_from_env({"BOUNDED_SAVER_DURABLE": "sqlite", "BOUNDED_SAVER_MAX_THREADS": "7"}).max_threads == 7
 
@@ -78,11 +83,52 @@ def test_the_durable_tier_is_read_from_its_variables() -> None:
         ({"BOUNDED_SAVER_DURABLE": "sqlite", "BOUNDED_SAVER_WRITE": "later"}, "expected one of through, back"),
         ({"BOUNDED_SAVER_WRITE": "back"}, "BOUNDED_SAVER_WRITE: set BOUNDED_SAVER_DURABLE too"),
         ({"BOUNDED_SAVER_DURABLE": "sqlite", "BOUNDED_SAVER_MAX_DIRTY_BYTES": "lots"}, "a whole number of bytes"),
+        ({"BOUNDED_SAVER_DURABLE": "sqlite", "BOUNDED_SAVER_PROCESSES": "two"}, "expected one of one, many"),
     ],
 )
 def test_a_bad_durable_variable_names_itself(variables: dict[str, str], message: str) -> None:
     with pytest.raises(ServingConfigError, match=message):
         tiered_from_env(variables)
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS": "0.5"},
+            "BOUNDED_SAVER_FLUSH_INTERVAL_SECONDS and BOUNDED_SAVER_WRITE=through: a write-back setting means nothing",
+        ),
+        (
+            {"BOUNDED_SAVER_WRITE": "through", "BOUNDED_SAVER_MAX_DIRTY_SECONDS": "2"},
+            "BOUNDED_SAVER_MAX_DIRTY_SECONDS and BOUNDED_SAVER_WRITE=through",
+        ),
+        (
+            {"BOUNDED_SAVER_WRITE": "back", "BOUNDED_SAVER_PROCESSES": "many"},
+            "BOUNDED_SAVER_PROCESSES and BOUNDED_SAVER_WRITE=back",
+        ),
+        (
+            {"BOUNDED_SAVER_WRITE": "back", "BOUNDED_SAVER_MAX_DIRTY_BYTES": "0"},
+            "BOUNDED_SAVER_MAX_DIRTY_BYTES: max_dirty_bytes must be a positive number",
+        ),
+    ],
+)
+def test_a_write_setting_that_means_nothing_names_both_variables(variables: dict[str, str], message: str) -> None:
+    """Write-back's settings with write-through were read and ignored; several processes with write-back were
+    refused only by TieredSaver, naming its arguments rather than the variables."""
+    settings = tiered_from_env({"BOUNDED_SAVER_DURABLE": "sqlite", **variables})
+    assert settings is not None
+    with pytest.raises(ServingConfigError, match=re.escape(message)):
+        settings.write_policy()
+
+
+def test_several_processes_over_sqlite_read_fresh_and_put_conditionally(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    environment.setenv("BOUNDED_SAVER_DURABLE", f"sqlite:///{tmp_path}/threads.db")
+    environment.setenv("BOUNDED_SAVER_PROCESSES", "many")
+    saver = shared_saver()
+    assert isinstance(saver, TieredSaver) and saver.write == WriteThrough(processes="many")
+    assert saver.processes == "many"
 
 
 def test_a_durable_tier_excludes_snapshots_and_the_eviction_hook(
@@ -141,7 +187,7 @@ def test_the_shared_saver_is_tiered_over_the_named_file(environment: pytest.Monk
     environment.setenv("BOUNDED_SAVER_WRITE", "back")
     environment.setenv("BOUNDED_SAVER_MAX_THREADS", "3")
     saver = shared_saver()
-    assert isinstance(saver, TieredSaver) and saver.write == "back" and saver.config.max_threads == 3
+    assert isinstance(saver, TieredSaver) and saver.write == WriteBack() and saver.config.max_threads == 3
     saver.put(
         {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
         {"v": 4, "id": "1", "ts": "", "channel_values": {}, "channel_versions": {}, "versions_seen": {}},

@@ -28,8 +28,10 @@ from langgraph.types import Command, interrupt
 from langgraph.checkpoint.bounded import (
     CheckpointCapacityError,
     InMemoryCheckpointConfig,
+    InvalidArgumentError,
     ThreadDeletedError,
     TieredSaver,
+    WriteBack,
 )
 from langgraph.checkpoint.bounded.tiered.durable import DurableSideError
 from tests.support import graphs
@@ -54,6 +56,7 @@ from tests.support.tiered import (
     run,
     run_interleaved,
     tuples,
+    write_mode,
 )
 
 SMALL = InMemoryCheckpointConfig(max_threads=2)
@@ -83,7 +86,7 @@ def test_graphs_answer_as_the_stock_saver_and_the_durable_tier_agrees(
     db: Path, name: str, write: str, use_async: bool, durability: str
 ) -> None:
     expected = run(name, StockSaver(), use_async=use_async, durability=durability)
-    tiered = TieredSaver(sqlite_durable(db), config=SMALL, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=SMALL, write=write)
     assert run(name, tiered, use_async=use_async, durability=durability) == expected
     tiered.flush()
     tiered.check()
@@ -125,7 +128,7 @@ def test_interleaved_runs_over_a_hot_tier_of_one_thread_answer_as_the_stock_save
     expected = {
         name: run(name, StockSaver(), use_async=use_async, durability=durability) for name in INTERLEAVED_SCENARIOS
     }
-    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)
     found = run_interleaved(tiered, use_async=use_async, durability=durability, copies=3)
     tiered.flush()
     tiered.check()
@@ -141,7 +144,7 @@ def test_interleaved_runs_over_a_hot_tier_of_one_thread_answer_as_the_stock_save
 def test_a_put_whose_thread_left_memory_keeps_its_unchanged_values(db: Path) -> None:
     for mode in ("through", "back"):
         durable = sqlite_durable(db.with_name(f"{mode}.sqlite"))
-        tiered = TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=1), write=mode)  # type: ignore[arg-type]
+        tiered = TieredSaver(durable, config=InMemoryCheckpointConfig(max_threads=1), write=mode)
         first = tiered.put(
             config("A"), make_checkpoint({"x": 1, "y": "kept"}, {"x": 1, "y": 1}), {"step": 0}, {"x": 1, "y": 1}
         )
@@ -158,7 +161,7 @@ def test_a_put_whose_thread_left_memory_keeps_its_unchanged_values(db: Path) -> 
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_writes_before_their_put_lost_with_the_hot_copy_keep_the_checkpoint_out_of_memory(db: Path, write: str) -> None:
-    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)
     first = tiered.put(config("A"), make_checkpoint({"x": 1}, {"x": 1}), {"step": 0}, {"x": 1})
     second = make_checkpoint({"x": 1}, {"x": 1})
     early = config("A", "", second["id"])
@@ -203,7 +206,7 @@ def test_twenty_concurrent_runs_over_five_hot_threads_all_complete(db: Path, wri
         )
     )
     assert "ThreadEvictedError" in memory_only, "the memory-only saver no longer loses evicted runs"
-    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=5), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=5), write=write)
     assert asyncio.run(concurrent_runs(tiered, 20)) == expected
     stats = tiered.stats()
     assert stats.hot.threads <= 5 and stats.hot.evicted_threads >= 15
@@ -216,12 +219,12 @@ def test_twenty_concurrent_runs_over_five_hot_threads_all_complete(db: Path, wri
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_an_interrupted_thread_evicted_then_resumed_gets_its_answer(db: Path, write: str) -> None:
-    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)
     app, stock = approval_graph(tiered, {}), approval_graph(StockSaver(), {})
     for graph in (app, stock):
         graph.invoke({"messages": ["draft this"]}, thread("waiting"))
         graph.invoke({"messages": ["other"]}, thread("other"))  # evicts "waiting" from the hot tier
-    assert tiered.store.last_used("waiting") is None
+    assert tiered._store.last_used("waiting") is None
     assert app.invoke(Command(resume="approved"), thread("waiting")) == stock.invoke(
         Command(resume="approved"), thread("waiting")
     )
@@ -289,7 +292,7 @@ def test_a_new_thread_is_known_empty_after_its_first_read(db: Path) -> None:
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_delta_channel_history_is_right_across_tiers(db: Path, write: str) -> None:
-    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=InMemoryCheckpointConfig(max_threads=1), write=write)
     runner = Runner(delta_graph(tiered, {}), use_async=False, durability="sync")
     stock = Runner(delta_graph(StockSaver(), {}), use_async=False, durability="sync")
     assert asyncio.run(delta_channel_conversation(runner)) == asyncio.run(delta_channel_conversation(stock))
@@ -390,7 +393,7 @@ def test_a_refused_write_is_written_nowhere(db: Path, write: str) -> None:
     tiered = TieredSaver(
         durable,
         config=InMemoryCheckpointConfig(max_checkpoint_bytes=2_000),
-        write=write,  # type: ignore[arg-type]
+        write=write,
         oversize="refuse",
     )
     stored = put_chain(tiered, "t", 1)[0]
@@ -402,7 +405,7 @@ def test_a_refused_write_is_written_nowhere(db: Path, write: str) -> None:
         TieredSaver(
             durable,
             config=InMemoryCheckpointConfig(max_pending_write_bytes=100),
-            write=write,  # type: ignore[arg-type]
+            write=write,
             oversize="refuse",
         ).put_writes(stored, [("text", "y" * 500)], "task")
     with pytest.raises(ValueError, match="max_identifier_length"):
@@ -418,13 +421,13 @@ def test_a_durable_failure_raises_and_leaves_the_hot_tier_as_it_was(db: Path) ->
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
     stored = put_chain(tiered, "t", 2)
-    before = tiered.store.export_thread("t")
+    before = tiered._store.export_thread("t")
     durable.failing = True
     with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
         put_chain(tiered, "t", 3)
     with pytest.raises(sqlite3.OperationalError):
         tiered.put_writes(stored[-1], [("step", 99)], "late")
-    assert tiered.store.export_thread("t") == before
+    assert tiered._store.export_thread("t") == before
     assert tiered.stats().durable_errors == 2 and "disk I/O error" in (tiered.stats().last_durable_error or "")
     durable.failing = False
     put_chain(tiered, "u", 1)
@@ -451,7 +454,7 @@ def test_store_wide_limits_never_refuse_a_write(db: Path) -> None:
 def test_write_back_flushes_on_flush_eviction_and_close(db: Path) -> None:
     durable = ControlledSqlite(db)
     tiered = TieredSaver(
-        durable, config=InMemoryCheckpointConfig(max_threads=1), write="back", flush_interval_seconds=float("inf")
+        durable, config=InMemoryCheckpointConfig(max_threads=1), write=WriteBack(flush_interval_seconds=float("inf"))
     )
     stored = put_chain(tiered, "a", 3)
     assert durable.calls["put"] == 0 and tiered.stats().dirty_bytes > 0 and tiered.stats().dirty_threads == 1
@@ -477,7 +480,7 @@ def test_rolling_history_in_the_hot_tier_hides_no_checkpoint_and_doubles_no_writ
     admitting marked the namespace wholly hot (older checkpoints vanished from list and get_tuple), and one
     that re-admitted checkpoints still hot doubled their pending writes (found in review)."""
     rolling = InMemoryCheckpointConfig(max_threads=1, max_checkpoints_per_thread=3, on_checkpoint_limit="prune_oldest")
-    tiered = TieredSaver(sqlite_durable(db), config=rolling, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), config=rolling, write=write)
     stored = put_chain(tiered, "a", 6)
     if evicted:
         put_chain(tiered, "b", 1)  # "a" leaves memory
@@ -504,7 +507,7 @@ def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, writ
     reported a pending write twice, and replaying such a checkpoint applied it twice (found in review)."""
     durable = sqlite_durable(db)
     rolling = InMemoryCheckpointConfig(max_checkpoints_per_thread=6, on_checkpoint_limit="prune_oldest")
-    tiered = TieredSaver(durable, config=rolling, write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(durable, config=rolling, write=write)
     builder = StateGraph(Asked)
     builder.add_node("a", lambda state: {"log": ["a"]})
     builder.add_node("ask", lambda state: {"log": [f"ans:{interrupt('q')}"]})
@@ -547,8 +550,7 @@ def test_a_thread_expiring_inside_its_own_put_keeps_every_value(db: Path, write:
     tiered = TieredSaver(
         sqlite_durable(db),
         config=InMemoryCheckpointConfig(idle_ttl_seconds=0.5),
-        write=write,  # type: ignore[arg-type]
-        flush_interval_seconds=float("inf"),
+        write=write_mode(write, flush_interval_seconds=float("inf")),
         clock=SteppingClock(),
     )
     first = tiered.put(
@@ -564,7 +566,7 @@ def test_a_thread_expiring_inside_its_own_put_keeps_every_value(db: Path, write:
 
 
 def test_write_back_flushes_periodically(db: Path) -> None:
-    tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=0.01)
+    tiered = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=0.01))
     put_chain(tiered, "a", 2)
     _wait_for(lambda: tiered.stats().dirty_bytes == 0)
     assert len(tuples(sqlite_durable(db), "a")) == 2
@@ -575,7 +577,7 @@ def test_a_copy_keeps_the_periodic_flush_of_the_saver_it_came_from(db: Path, mon
     """compile() under strict msgpack keeps only a with_allowlist() copy; the flush stopped with the original."""
     monkeypatch.setattr("langgraph.checkpoint.serde._msgpack.STRICT_MSGPACK_ENABLED", True)  # as the variable does
     strict = SqliteSaver(sqlite3.connect(db, check_same_thread=False), serde=JsonPlusSerializer())
-    original = TieredSaver(strict, write="back", flush_interval_seconds=0.01)
+    original = TieredSaver(strict, write=WriteBack(flush_interval_seconds=0.01))
     copy = original.with_allowlist([("tests.tiered.test_tiers", "Anything")])
     assert copy is not original
     del original
@@ -588,7 +590,7 @@ def test_a_copy_keeps_the_periodic_flush_of_the_saver_it_came_from(db: Path, mon
 
 def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
     """close() stops the periodic flush; entering the saver as a context again starts it (it did not)."""
-    tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=0.01)
+    tiered = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=0.01))
     tiered.close()
     with tiered:
         put_chain(tiered, "a", 2)
@@ -598,11 +600,13 @@ def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
 
 def test_write_back_backpressure_flushes_first_and_counts_the_wait(db: Path) -> None:
     """Writes coming faster than the bound allows wait for a flush, and stats() says how often and how long."""
-    roomy = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=float("inf"))
+    roomy = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=float("inf")))
     put_chain(roomy, "roomy", 20)
     assert roomy.stats().backpressure_waits == 0 and roomy.stats().backpressure_seconds == 0
     roomy.close()
-    tiered = TieredSaver(sqlite_durable(db), write="back", max_dirty_bytes=2_000, flush_interval_seconds=float("inf"))
+    tiered = TieredSaver(
+        sqlite_durable(db), write=WriteBack(flush_interval_seconds=float("inf"), max_dirty_bytes=2_000)
+    )
     put_chain(tiered, "a", 20)
     waited = tiered.stats()
     assert waited.dirty_bytes <= 2_000 and waited.flushes >= 1
@@ -614,7 +618,7 @@ def test_write_back_backpressure_flushes_first_and_counts_the_wait(db: Path) -> 
 
 def test_write_back_backpressure_refuses_with_the_durable_failure_then_recovers(db: Path) -> None:
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", max_dirty_bytes=2_000, flush_interval_seconds=float("inf"))
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=float("inf"), max_dirty_bytes=2_000))
     put_chain(tiered, "a", 1)
     durable.failing = True
     with pytest.raises(CheckpointCapacityError) as refused:
@@ -623,12 +627,12 @@ def test_write_back_backpressure_refuses_with_the_durable_failure_then_recovers(
     assert "nothing was changed" in str(refused.value)
     held = tiered.stats()
     assert held.dirty_bytes <= 2_000 and held.flush_failures >= 1
-    before = tiered.store.export_thread("a")
+    before = tiered._store.export_thread("a")
     with pytest.raises(CheckpointCapacityError):
         tiered.put_writes(
             {"configurable": {"thread_id": "a", "checkpoint_ns": "", "checkpoint_id": "x"}}, [("s", "z" * 900)], "t"
         )
-    assert tiered.store.export_thread("a") == before  # refused: nothing changed
+    assert tiered._store.export_thread("a") == before  # refused: nothing changed
     durable.failing = False
     put_chain(tiered, "b", 3)  # flushes the backlog first
     tiered.flush()
@@ -639,12 +643,12 @@ def test_write_back_backpressure_refuses_with_the_durable_failure_then_recovers(
 def test_write_back_keeps_an_evicted_dirty_thread_while_the_durable_tier_is_down(db: Path) -> None:
     durable = ControlledSqlite(db)
     tiered = TieredSaver(
-        durable, config=InMemoryCheckpointConfig(max_threads=1), write="back", flush_interval_seconds=float("inf")
+        durable, config=InMemoryCheckpointConfig(max_threads=1), write=WriteBack(flush_interval_seconds=float("inf"))
     )
     put_chain(tiered, "a", 2)
     durable.failing = True
     put_chain(tiered, "b", 1)  # evicts "a", whose spill fails: its writes stay in memory
-    assert tiered.stats().dirty_threads == 2 and tiered.store.last_used("a") is None
+    assert tiered.stats().dirty_threads == 2 and tiered._store.last_used("a") is None
     with pytest.raises(sqlite3.OperationalError):
         tiered.get_tuple(thread("a"))  # not in memory, not durable yet: refused loudly, never stale
     durable.failing = False
@@ -667,7 +671,7 @@ def test_write_back_falls_back_to_write_through_for_a_store_wide_refusal(db: Pat
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_late_writes_of_a_deleted_thread_are_refused(db: Path, write: str) -> None:
-    tiered = TieredSaver(sqlite_durable(db), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), write=write)
     stored = put_chain(tiered, "gone", 3)
     tiered.delete_thread("gone")
     with pytest.raises(ThreadDeletedError, match="gone"):
@@ -694,7 +698,7 @@ def test_a_read_through_under_way_does_not_bring_a_deleted_thread_back(db: Path)
     tiered.delete_thread("gone")
     durable.gate.set()
     reader.join(WAIT)
-    assert tiered.store.last_used("gone") is None  # what it read was not admitted
+    assert tiered._store.last_used("gone") is None  # what it read was not admitted
     assert tiered.get_tuple(thread("gone")) is None
 
 
@@ -705,7 +709,7 @@ def test_a_read_through_under_way_does_not_bring_a_deleted_thread_back(db: Path)
 def test_copy_prune_and_delete_for_runs_act_on_both_tiers(db: Path, write: str) -> None:
     from langgraph.checkpoint.bounded import BoundedInMemorySaver
 
-    tiered = TieredSaver(sqlite_durable(db), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), write=write)
     ours = BoundedInMemorySaver()
     for saver in (tiered, ours):
         app = approval_graph(saver, {})
@@ -738,7 +742,7 @@ def test_an_async_durable_saver_serves_async_calls_and_says_why_sync_ones_fail_o
     async def main() -> None:
         async with aiosqlite.connect(db) as connection:
             tiered = TieredSaver(AsyncSqliteSaver(connection), config=SMALL)
-            assert "async" in tiered.durable_sides
+            assert "async" in tiered._durable_sides
             stock = StockSaver()
             for saver in (tiered, stock):
                 app = approval_graph(saver, {})
@@ -761,23 +765,20 @@ def test_with_allowlist_copies_share_everything(db: Path) -> None:
     copy = tiered.with_allowlist([("tests", "graphs", "ChatState")])
     put_chain(copy, "shared", 2)
     assert tiered.get_tuple(thread("shared")) == copy.get_tuple(thread("shared"))
-    assert tiered.stats().hits == copy.stats().hits and copy.store is tiered.store
+    assert tiered.stats().hits == copy.stats().hits and copy._store is tiered._store
 
 
 def test_settings_are_checked_naming_them(db: Path) -> None:
     durable = sqlite_durable(db)
     for kwargs, message in [
-        ({"write": "sideways"}, "write must be one of"),
-        ({"coherence": "hopeful"}, "coherence must be one of"),
-        ({"coherence": "validate", "write": "back"}, "coherence='validate' needs write='through'"),
-        ({"flush_interval_seconds": 0}, "flush_interval_seconds must be a positive number"),
-        ({"max_dirty_bytes": -1}, "max_dirty_bytes must be a positive number"),
+        ({"write": "sideways"}, "write must be 'through', 'back', WriteThrough"),
+        ({"oversize": "maybe"}, "oversize must be one of"),
         ({"config": InMemoryCheckpointConfig(on_evict=print)}, "on_evict must be unset"),
         ({"config": InMemoryCheckpointConfig(autosave_path="x")}, "autosave_path must be unset"),
     ]:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(InvalidArgumentError, match=message):
             TieredSaver(durable, **kwargs)
-    with pytest.raises(ValueError, match="BaseCheckpointSaver"):
+    with pytest.raises(InvalidArgumentError, match="BaseCheckpointSaver"):
         TieredSaver(object())  # type: ignore[arg-type]
 
 

@@ -25,6 +25,7 @@ from langgraph.checkpoint.bounded import (
     InMemoryCheckpointConfig,
     TieredSaver,
     UnstorableWriteError,
+    WriteBack,
 )
 from langgraph.checkpoint.bounded.tiered import flushing
 from langgraph.checkpoint.bounded.tiered.durable import DurableClosedError
@@ -125,7 +126,7 @@ def test_no_unflushed_write_outlives_max_dirty_seconds_over_a_slow_tier(db: Path
     the calls under way: the writers wait for the tier, and every thread is served."""
     clock = FakeClock()
     durable = SlowClockedSqlite(db, clock)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=BOUND, max_dirty_seconds=BOUND, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=BOUND, max_dirty_seconds=BOUND), clock=clock)
     tiered.close()  # the periodic flush is driven below, in rounds, not in seconds
     worst: dict[str, float] = {}
     lock = threading.Lock()
@@ -195,7 +196,7 @@ def test_a_waiting_writer_waits_for_the_flush_under_way_instead_of_flushing(db: 
     condition): it starts no flush of its own over every dirty thread."""
     clock = FakeClock()
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=BOUND, max_dirty_seconds=BOUND, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=BOUND, max_dirty_seconds=BOUND), clock=clock)
     tiered.close()
     put_turn(tiered, "a", None, 0)
     durable.gated = {"put"}
@@ -229,9 +230,7 @@ def outage_saver(db: Path, max_dirty_bytes: float = math.inf) -> tuple[Controlle
     tiered = TieredSaver(
         durable,
         config=InMemoryCheckpointConfig(max_threads=1),  # each new thread evicts the last: a spill
-        write="back",
-        flush_interval_seconds=3_600,  # the periodic flush runs (it will find the tier back), not within the test
-        max_dirty_bytes=max_dirty_bytes,
+        write=WriteBack(flush_interval_seconds=3_600, max_dirty_bytes=max_dirty_bytes),
     )
     return durable, tiered
 
@@ -334,12 +333,12 @@ def test_a_periodic_flush_finding_the_connection_closed_refuses_the_next_write(
         from psycopg import OperationalError
 
         closed, words = OperationalError, "the connection is closed"
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf))
     parent = put_turn(tiered, "a", None, 0)
     durable.conn.close()
     with pytest.raises(closed):
         flushing.flush_in_background(tiered._tiers)
-    before = tiered.store.export_thread("a")
+    before = tiered._store.export_thread("a")
     with pytest.raises(DurableClosedError) as refused:
         if use_async:
             asyncio.run(aput_turn(tiered, "a", parent, 1))
@@ -348,7 +347,7 @@ def test_a_periodic_flush_finding_the_connection_closed_refuses_the_next_write(
     message = str(refused.value)
     assert "thread 'a'" in message and words in message and "nothing was written" in message
     assert "2 unflushed writes of 1 threads ('a' (2))" in message
-    assert tiered.store.export_thread("a") == before
+    assert tiered._store.export_thread("a") == before
     assert tiered.stats().rejections["durable_closed"] == 1
     with pytest.raises(closed):
         tiered.close()  # the last flush fails: close() raises
@@ -367,11 +366,11 @@ EXITING = """
 import sqlite3, sys
 sys.path.insert(0, {root!r})
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.bounded import TieredSaver
+from langgraph.checkpoint.bounded import TieredSaver, WriteBack
 from tests.support.helpers import config, make_checkpoint
 
 durable = SqliteSaver(sqlite3.connect({db!r}, check_same_thread=False))
-tiered = TieredSaver(durable, write="back", flush_interval_seconds=float("inf"))
+tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=float("inf")))
 stored = tiered.put(config("lost-thread"), make_checkpoint({{"n": 1}}), {{}}, {{"n": 1}})
 tiered.put_writes(stored, [("n", 2)], "task")
 {ending}
@@ -481,8 +480,7 @@ def test_a_late_flush_under_a_deleted_parent_is_refused(
     policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
     older = TieredSaver(
         durable_for(backend, db, request),
-        write="back",
-        flush_interval_seconds=math.inf,
+        write=WriteBack(flush_interval_seconds=math.inf),
         retention=policy if deleter == "retention" else None,
         wall_clock=wall,
     )
@@ -530,7 +528,7 @@ def test_every_flush_reads_back_the_checkpoint_it_continues_once(db: Path) -> No
 
     durable = ControlledSqlite(db)
     policy = RetentionPolicy(idle_ttl_seconds=3_600, sweep_interval_seconds=math.inf)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf, retention=policy)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf), retention=policy)
     parent = put_turn(tiered, "t", None, 0)
     tiered.flush()  # no parent: no check
     assert tiered._shared.counters.parent_checks == 0
@@ -551,7 +549,7 @@ def test_a_late_flush_is_refused_whatever_this_process_retention_policy(db: Path
     from langgraph.checkpoint.bounded import RetentionPolicy
 
     retention = None if policy is None else RetentionPolicy(sweep_interval_seconds=math.inf, **policy)
-    older = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf, retention=retention)
+    older = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=math.inf), retention=retention)
     parent = put_turn(older, "t", None, 0)
     older.flush()
     put_turn(older, "t", parent, 1)  # acknowledged, unflushed
@@ -568,7 +566,7 @@ def test_late_pending_writes_of_a_deleted_thread_leave_no_row(db: Path) -> None:
     another process deleted the thread: refused, and no write row is left that no checkpoint holds."""
     import sqlite3
 
-    older = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    older = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=math.inf))
     stored = older.put(*turn_args("t", None, 0))
     older.flush()
     older.put_writes(stored, [("__interrupt__", "ask the human")], "task-x")  # acknowledged, unflushed
@@ -582,7 +580,7 @@ def test_late_pending_writes_of_a_deleted_thread_leave_no_row(db: Path) -> None:
 def test_writes_that_come_before_their_checkpoints_put_are_not_taken_for_late_ones(db: Path) -> None:
     """LangGraph's sync engine may hand a checkpoint's pending writes over before the checkpoint's own put: a
     flush that takes them first must not find the checkpoint missing and drop the thread."""
-    tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=math.inf)
+    tiered = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=math.inf))
     parent = put_turn(tiered, "t", None, 0)
     tiered.flush()
     args = turn_args("t", parent, 1)

@@ -16,9 +16,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import START, StateGraph
 
-from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
+from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
+from tests.support.tiered import write_mode
 
 WIDE_KEYS = 300
 
@@ -55,7 +56,7 @@ def sizes(state: Any) -> dict[str, int]:
 def test_a_wide_state_over_the_hot_limits_goes_to_the_durable_tier(db: Path, write: str, use_async: bool) -> None:
     """LangGraph's wide-state graphs write checkpoints above the default 1 MiB max_checkpoint_bytes: the durable
     tier is the store of record, so they are stored there and their thread stays out of memory (counted)."""
-    tiered = TieredSaver(sqlite_durable(db), write=write)  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), write=write)
     app, stock = wide_graph(tiered), wide_graph(StockSaver())
     thread = {"configurable": {"thread_id": "wide"}}
     for _ in range(2):
@@ -79,7 +80,7 @@ def test_a_wide_state_over_the_hot_limits_goes_to_the_durable_tier(db: Path, wri
 
 @pytest.mark.parametrize("write", ["through", "back"])
 def test_oversize_refuse_keeps_the_memory_savers_refusal(db: Path, write: str) -> None:
-    tiered = TieredSaver(sqlite_durable(db), write=write, oversize="refuse")  # type: ignore[arg-type]
+    tiered = TieredSaver(sqlite_durable(db), write=write, oversize="refuse")
     with pytest.raises(CheckpointCapacityError, match=r"max_(checkpoint|pending_write)_bytes"):
         wide_graph(tiered).invoke({}, {"configurable": {"thread_id": "wide"}})
     tiered.flush()
@@ -93,8 +94,7 @@ def test_an_oversized_batch_of_writes_goes_to_the_durable_tier(db: Path, write: 
     tiered = TieredSaver(
         durable,
         config=InMemoryCheckpointConfig(max_pending_write_bytes=1_000),
-        write=write,  # type: ignore[arg-type]
-        flush_interval_seconds=math.inf,
+        write=write_mode(write, flush_interval_seconds=math.inf),
     )
     stored = tiered.put(config("t"), make_checkpoint({"x": 1}, {"x": 1}), {"step": 0}, {"x": 1})
     tiered.put_writes(stored, [("x", "y" * 5_000)], "big-task")
@@ -109,7 +109,7 @@ def test_an_oversized_batch_of_writes_goes_to_the_durable_tier(db: Path, write: 
 
 def test_oversize_is_checked_naming_it(db: Path) -> None:
     with pytest.raises(ValueError, match="oversize must be one of"):
-        TieredSaver(sqlite_durable(db), oversize="drop")  # type: ignore[arg-type]
+        TieredSaver(sqlite_durable(db), oversize="drop")
 
 
 # --- 3. one write the durable tier cannot store never stops the other threads' flushes --------------------------------
@@ -137,7 +137,7 @@ def test_an_unstorable_write_never_stops_the_other_threads_flushes(
 
     durable = ControlledSqlite(db)
     durable.unstorable = {"poison"}
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf, max_dirty_bytes=20_000)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf, max_dirty_bytes=20_000))
     poisoned = put_turn(tiered, "poison", None, 0, size=2_000)  # acknowledged: write-back cannot know
 
     async def turns(healthy: dict[str, Any]) -> None:
@@ -179,7 +179,7 @@ def test_an_unstorable_write_never_stops_the_other_threads_flushes(
 def test_a_durable_outage_poisons_no_thread(db: Path) -> None:
     """Every thread fails alike while the durable tier is down: no thread's writes are dropped."""
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf))
     parents = {f"t-{index}": put_turn(tiered, f"t-{index}", None, 0) for index in range(5)}
     tiered.flush()
     durable.failing = True
@@ -200,7 +200,7 @@ def test_a_thread_whose_flushes_fail_for_want_of_the_tier_is_never_poisoned(db: 
     only a refusal of what was written poisons a thread."""
     durable = ControlledSqlite(db)
     durable.unreachable = {"t-0"}
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=math.inf)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf))
     parents = {f"t-{index}": put_turn(tiered, f"t-{index}", None, 0) for index in range(3)}
     for turn in range(1, 5):
         for thread_id, parent in parents.items():
@@ -237,9 +237,7 @@ def test_dirty_bytes_count_the_unchanged_values_an_evicted_thread_keeps(db: Path
     tiered = TieredSaver(
         durable,
         config=InMemoryCheckpointConfig(max_threads=1, max_checkpoint_bytes=4 * bound),
-        write="back",
-        flush_interval_seconds=math.inf,
-        max_dirty_bytes=bound,
+        write=WriteBack(flush_interval_seconds=math.inf, max_dirty_bytes=bound),
     )
     big = "B" * 900_000
     versions = {"big": "1", "n": "0"}
@@ -285,7 +283,7 @@ def test_a_write_flushes_what_is_older_than_max_dirty_seconds_first(db: Path, us
     than max_dirty_seconds (the flush interval by default)."""
     clock = SteppingClock()
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=0.3, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=0.3), clock=clock)
     tiered.close()  # no periodic flush: only the writes' own backpressure may flush
     first = put_turn(tiered, "a", None, 0)
     clock.now += 0.2
@@ -309,7 +307,7 @@ def test_a_write_flushes_what_is_older_than_max_dirty_seconds_first(db: Path, us
 def test_age_never_refuses_a_write_while_the_durable_tier_is_down(db: Path) -> None:
     clock = SteppingClock()
     durable = ControlledSqlite(db)
-    tiered = TieredSaver(durable, write="back", flush_interval_seconds=0.3, clock=clock)
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=0.3), clock=clock)
     tiered.close()
     durable.failing = True
     parent = put_turn(tiered, "a", None, 0)

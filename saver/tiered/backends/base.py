@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...engine import WriteRecord
+from ...engine import BoundedSaverError, WriteRecord
 
 __all__ = [
     "CHUNK",
@@ -155,7 +155,7 @@ class Table:
     primary_key: tuple[str, ...]
 
 
-class SchemaMismatchError(ValueError):
+class SchemaMismatchError(BoundedSaverError, ValueError):
     """The durable saver's tables differ from those its backend module declares: the tiered saver's own SQL
     (retention, conditional puts, the coherence check, resumes) refuses to run against them.
 

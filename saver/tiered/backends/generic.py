@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...engine import WriteRecord
+from ...engine import InvalidArgumentError, WriteRecord
 from .base import ConditionalPut, Kind, MetadataFilter, Newest, Plan, digest, exact_digest, md5
 
 __all__ = ["GenericBackend", "MemoryBackend", "python_filter"]
@@ -122,11 +122,11 @@ class GenericBackend:
 
     def put_if_newest(self, saver: Any, call: ConditionalPut) -> RunnableConfig:
         """Refused (``conditional_problem``)."""
-        raise ValueError(self.conditional_problem(saver))
+        raise InvalidArgumentError(self.conditional_problem(saver))
 
     async def aput_if_newest(self, saver: Any, call: ConditionalPut) -> RunnableConfig:
         """Refused (``conditional_problem``)."""
-        raise ValueError(self.conditional_problem(saver))
+        raise InvalidArgumentError(self.conditional_problem(saver))
 
     def verify_now(self, saver: Any) -> None:
         """No tables of ours to check."""

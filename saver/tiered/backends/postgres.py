@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_checkpoint_metadata
 
-from ...engine import WriteRecord
+from ...engine import InvalidArgumentError, WriteRecord
 from .base import (
     INDEX,
     INDEX_COLUMNS,
@@ -329,11 +329,13 @@ class PostgresBackend(SqlBackend):
         try:
             text = json.dumps(merged, allow_nan=False)
         except (TypeError, ValueError) as error:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"metadata cannot be stored by the durable tier's PostgreSQL saver, as jsonb: {error}"
             ) from None
         if _NUL in text:
-            raise ValueError("metadata cannot be stored by the durable tier's PostgresSaver: jsonb holds no \\u0000")
+            raise InvalidArgumentError(
+                "metadata cannot be stored by the durable tier's PostgresSaver: jsonb holds no \\u0000"
+            )
         normalized: CheckpointMetadata = _jsonb_value(json.loads(text))
         return normalized
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
-from ...engine import WriteRecord
+from ...engine import InvalidArgumentError, WriteRecord
 from .base import ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
 from .generic import python_filter
 from .sql import SqlBackend, SqlDialect, by_checkpoint, drive_async, drive_sync, presented, scalar, view
@@ -145,7 +145,9 @@ class SqliteBackend(SqlBackend):
         try:
             text = json.dumps(merged, ensure_ascii=False)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"metadata cannot be stored by the durable tier's SqliteSaver, as JSON: {error}") from None
+            raise InvalidArgumentError(
+                f"metadata cannot be stored by the durable tier's SqliteSaver, as JSON: {error}"
+            ) from None
         normalized: CheckpointMetadata = json.loads(text.encode("utf-8", "ignore"))
         return normalized
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...engine import InvalidArgumentError
 from ..backends import Kind
 
 __all__ = ["DEFAULT_SWEEP_INTERVAL_SECONDS", "STRATEGIES", "RetentionPolicy", "Strategy", "kind_problem"]
@@ -71,7 +72,8 @@ class RetentionPolicy:
             2,147,483,647.
 
     Raises:
-        ValueError: A value is invalid, naming the field.
+        InvalidArgumentError: A value is invalid, naming the field, or neither ``idle_ttl_seconds`` nor
+            ``keep_last`` is set (the policy would remove nothing).
 
     Example:
         ```python
@@ -92,7 +94,7 @@ class RetentionPolicy:
         if self.idle_ttl_seconds is not None:
             _positive("idle_ttl_seconds", self.idle_ttl_seconds, allow_inf=False)
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r:.40}")
+            raise InvalidArgumentError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r:.40}")
         if self.keep_last is not None:
             _whole("keep_last", self.keep_last)
         _positive("sweep_interval_seconds", self.sweep_interval_seconds, allow_inf=True)
@@ -100,16 +102,21 @@ class RetentionPolicy:
         if self.interrupted_ttl_seconds is not None:
             _positive("interrupted_ttl_seconds", self.interrupted_ttl_seconds, allow_inf=False)
             if self.idle_ttl_seconds is None or self.strategy != "delete":
-                raise ValueError(
+                raise InvalidArgumentError(
                     "interrupted_ttl_seconds needs idle_ttl_seconds and strategy='delete' (it is how long a thread "
                     "waiting at an interrupt may stay idle before that deletion takes it too), got "
                     f"idle_ttl_seconds={self.idle_ttl_seconds!r:.40}, strategy={self.strategy!r:.40}"
                 )
             if self.interrupted_ttl_seconds < self.idle_ttl_seconds:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"interrupted_ttl_seconds must be at least idle_ttl_seconds ({self.idle_ttl_seconds:,}), got "
                     f"{self.interrupted_ttl_seconds!r:.40}"
                 )
+        if self.idle_ttl_seconds is None and self.keep_last is None:
+            raise InvalidArgumentError(
+                "RetentionPolicy() removes nothing: set idle_ttl_seconds (sweep threads idle for longer), keep_last "
+                "(keep each namespace's newest checkpoints), or both; or pass retention=None to keep everything"
+            )
 
     @property
     def keeps_checkpoints(self) -> bool:
@@ -131,7 +138,7 @@ class RetentionPolicy:
         """
         unknown = sorted(set(ttl) - {"default_ttl", "strategy", "sweep_interval_minutes"})
         if unknown:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"checkpointer.ttl: unknown keys {unknown}: expected default_ttl, strategy, sweep_interval_minutes"
             )
         settings: dict[str, Any] = {}
@@ -175,7 +182,7 @@ def _number(value: object) -> bool:
 def _positive(name: str, value: object, *, allow_inf: bool) -> None:
     if not _number(value) or not value > 0 or (not allow_inf and value == math.inf):  # type: ignore[operator]
         what = "a positive number of seconds" + (" (or math.inf)" if allow_inf else "")
-        raise ValueError(f"{name} must be {what}, got {value!r:.40}")
+        raise InvalidArgumentError(f"{name} must be {what}, got {value!r:.40}")
 
 
 MAX_WHOLE = 2**31 - 1
@@ -184,10 +191,10 @@ MAX_WHOLE = 2**31 - 1
 
 def _whole(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WHOLE:
-        raise ValueError(f"{name} must be a whole number from 1 to {MAX_WHOLE:,}, got {value!r:.40}")
+        raise InvalidArgumentError(f"{name} must be a whole number from 1 to {MAX_WHOLE:,}, got {value!r:.40}")
 
 
 def _minutes(name: str, value: object) -> float:
     if not _number(value) or not value > 0:  # type: ignore[operator]
-        raise ValueError(f"{name} must be a positive number of minutes, got {value!r:.40}")
+        raise InvalidArgumentError(f"{name} must be a positive number of minutes, got {value!r:.40}")
     return float(value) * 60  # type: ignore[arg-type]
