@@ -63,7 +63,7 @@ from langgraph.checkpoint.bounded.tiered.conditional import (
     put_if_newest,
 )
 from langgraph.checkpoint.bounded.tiered.durable import DurableSideError
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, set_up
 
 T = TypeVar("T")
 
@@ -192,11 +192,7 @@ class Backend:
         return {"checkpoints": sorted(checkpoints), "blobs": sorted(blobs)}
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the conditional-write tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the conditional-write tests over PostgreSQL")
 
 
 def _sqlite_path(tmp_path: Path) -> str:

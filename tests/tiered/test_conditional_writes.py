@@ -15,7 +15,6 @@ import asyncio
 import multiprocessing
 import operator
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -24,18 +23,14 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import CheckpointConflictError, TieredSaver
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 
 UPDATES_PER_PROCESS = 25
 DEADLINE = 120.0
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the conditional tiered tests"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the conditional tiered tests")
 
 
 def open_durable(database: str, where: str) -> Any:

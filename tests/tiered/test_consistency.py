@@ -10,16 +10,14 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
-from tests.support.durable_savers import ControlledSqlite, sqlite_durable
+from tests.support.durable_savers import ControlledSqlite, ForeignSaver, cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import put_chain
 
@@ -277,39 +275,7 @@ def test_an_id_below_the_latest_of_a_hot_thread_keeps_the_greatest_as_latest(db:
 # --- durable savers of every kind: SQLite, PostgreSQL, InMemorySaver, and one the tier knows nothing of --------------
 
 
-class ForeignSaver(BaseCheckpointSaver[str]):
-    """A durable saver of a kind the tiered saver does not know (it delegates to an ``InMemorySaver``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = StockSaver()
-
-    def get_tuple(self, config: Any) -> Any:
-        return self.inner.get_tuple(config)
-
-    def list(self, config: Any, **kwargs: Any) -> Any:
-        return self.inner.list(config, **kwargs)
-
-    def put(self, *args: Any) -> Any:
-        return self.inner.put(*args)
-
-    def put_writes(self, *args: Any, **kwargs: Any) -> None:
-        self.inner.put_writes(*args, **kwargs)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(thread_id)
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Any]:
-    from tests.support.durable_savers import running_cluster, set_up
-
-    for running in running_cluster("the tiered consistency tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
+postgres = cluster_fixture("the tiered consistency tests over PostgreSQL", name="postgres")
 
 
 def make_durable(kind: str, db: Path, request: pytest.FixtureRequest) -> Any:

@@ -23,7 +23,7 @@ import pytest
 from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver
 from langgraph.checkpoint.bounded.tiered import flushing
 from langgraph.checkpoint.bounded.tiered.durable import DurableClosedError
-from tests.support.durable_savers import ControlledSqlite, sqlite_durable
+from tests.support.durable_savers import ControlledSqlite, cluster_fixture, postgres_saver, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 
 CALL_SECONDS = 0.015
@@ -395,21 +395,7 @@ def test_unflushed_writes_lost_at_exit_end_the_process_with_an_error(db: Path, e
 # --- 36.4: a late flush under a deleted parent is refused --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Any:
-    from tests.support.durable_savers import running_cluster, set_up
-
-    for running in running_cluster("the write-back fault tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
-
-
-def postgres_saver(conninfo: str) -> Any:
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg import Connection
-    from psycopg.rows import dict_row
-
-    return PostgresSaver(Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+cluster = cluster_fixture("the write-back fault tests over PostgreSQL")
 
 
 class WallClock:

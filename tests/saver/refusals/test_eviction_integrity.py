@@ -457,7 +457,7 @@ def test_queued_exports_count_in_memory_bytes() -> None:
         queued = store.stats()
     assert queued.queued_drops == 1 and queued.queued_drop_bytes > 1_000
     assert queued.memory_bytes == store.bounded_memory_bytes() + queued.queued_drop_bytes
-    store.announce()
+    store.announcements.deliver()
     assert store.stats().queued_drop_bytes == 0
 
 
