@@ -9,9 +9,7 @@ import operator
 import threading
 from typing import Annotated, Any, TypedDict
 
-from langgraph.graph import END, START, StateGraph
-
-from tests.support.graphs import SCENARIOS, Runner, describe, thread
+from tests.support.graphs import SCENARIOS, Runner, describe, linear, thread
 from tests.support.helpers import config, make_checkpoint
 
 WAIT = 60.0  # seconds a wait may take before the test fails (it is never reached when things work)
@@ -125,15 +123,7 @@ def three_steps(checkpointer: Any) -> Any:
     def fast(state: Log) -> dict[str, Any]:
         return {"log": [f"fast after {len(state['log'])}"]}
 
-    builder = StateGraph(Log)
-    builder.add_node("slow", slow)
-    builder.add_node("slower", slow)
-    builder.add_node("fast", fast)
-    builder.add_edge(START, "slow")
-    builder.add_edge("slow", "slower")
-    builder.add_edge("slower", "fast")
-    builder.add_edge("fast", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear(Log, {"slow": slow, "slower": slow, "fast": fast}).compile(checkpointer=checkpointer)
 
 
 async def concurrent_runs(checkpointer: Any, count: int) -> list[Any]:
