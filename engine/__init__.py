@@ -33,7 +33,7 @@ from .records import (
 )
 from .stats import StoreStats, render_rows, size_text
 from .store import Store
-from .tombstones import DroppedThread, RefusedCheckpoint
+from .tombstones import DroppedThread, RefusedCheckpoint, Tombstones
 
 __all__ = [
     "KIB",
@@ -59,6 +59,7 @@ __all__ = [
     "ThreadEvictedError",
     "ThreadExport",
     "ThreadQuarantinedError",
+    "Tombstones",
     "Version",
     "WriteRecord",
     "delivering",
