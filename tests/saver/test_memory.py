@@ -35,6 +35,7 @@ from langgraph.checkpoint.bounded.engine import (
     memory,
 )
 from tests.conftest import FakeClock
+from tests.support.graphs import linear
 from tests.support.helpers import config, fingerprint, make_checkpoint, put
 
 UNBOUNDED = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000}  # tombstones: the default
@@ -50,11 +51,9 @@ class Counter(TypedDict, total=False):
 
 def tiny(saver: BoundedInMemorySaver) -> Any:
     """Two nodes, two small channels: overhead dominates its checkpoints."""
-    builder = StateGraph(Counter)
-    builder.add_node("count", lambda state: {"n": state.get("n", 0) + 1})
-    builder.add_node("note", lambda state: {"note": "ok"})
-    builder.add_edge(START, "count")
-    builder.add_edge("count", "note")
+    builder = linear(
+        Counter, {"count": lambda state: {"n": state.get("n", 0) + 1}, "note": lambda state: {"note": "ok"}}
+    )
     return builder.compile(checkpointer=saver)
 
 
@@ -64,20 +63,14 @@ class Chat(TypedDict, total=False):
 
 def chat(saver: BoundedInMemorySaver, size: int) -> Any:
     """One node that appends a message of ``size`` characters."""
-    builder = StateGraph(Chat)
-    builder.add_node("reply", lambda state: {"messages": [{"role": "assistant", "content": "x" * size}]})
-    builder.add_edge(START, "reply")
+    builder = linear(Chat, {"reply": lambda state: {"messages": [{"role": "assistant", "content": "x" * size}]}})
     return builder.compile(checkpointer=saver)
 
 
 def with_subgraph(saver: BoundedInMemorySaver) -> Any:
     """A node that calls a compiled subgraph: a new namespace per call."""
-    inner = StateGraph(Counter)
-    inner.add_node("step", lambda state: {"n": state.get("n", 0) + 1})
-    inner.add_edge(START, "step")
-    outer = StateGraph(Counter)
-    outer.add_node("call", inner.compile())
-    outer.add_edge(START, "call")
+    inner = linear(Counter, {"step": lambda state: {"n": state.get("n", 0) + 1}})
+    outer = linear(Counter, {"call": inner.compile()})
     return outer.compile(checkpointer=saver)
 
 
@@ -259,9 +252,7 @@ def wide_graph(saver: BoundedInMemorySaver, every_turn: int) -> Writer:
     def node(values: dict[str, int]) -> dict[str, int]:
         return {name: values.get(name, 0) + 1 for name in (names[:every_turn] if values else names)}
 
-    builder = StateGraph(state)
-    builder.add_node("write", node)
-    builder.add_edge(START, "write")
+    builder = linear(state, {"write": node})
     app = builder.compile(checkpointer=saver)
 
     def write(index: int) -> str:

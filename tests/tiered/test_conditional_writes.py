@@ -20,10 +20,10 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import CheckpointConflictError, TieredSaver
 from tests.support.durable_savers import PostgresCluster, cluster_fixture, sqlite_durable
+from tests.support.graphs import linear
 from tests.support.helpers import config, make_checkpoint
 
 UPDATES_PER_PROCESS = 25
@@ -153,9 +153,7 @@ class Count(TypedDict):
 
 
 def counter(checkpointer: Any) -> Any:
-    builder = StateGraph(Count)
-    builder.add_node("tick", lambda state: {"count": 0})
-    builder.add_edge(START, "tick")
+    builder = linear(Count, {"tick": lambda state: {"count": 0}})
     return builder.compile(checkpointer=checkpointer)
 
 

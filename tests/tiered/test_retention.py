@@ -32,7 +32,6 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from langgraph.checkpoint.bounded import (
@@ -44,7 +43,7 @@ from langgraph.checkpoint.bounded import (
 )
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at, time_of
 from tests.support.durable_savers import ControlledSqlite, ForeignSaver, sqlite_durable
-from tests.support.graphs import approval_graph, delta_graph, describe, nested_graph, thread
+from tests.support.graphs import approval_graph, delta_graph, describe, linear, nested_graph, thread
 
 
 class Log(TypedDict):
@@ -53,12 +52,9 @@ class Log(TypedDict):
 
 def three_steps(checkpointer: Any) -> Any:
     """START -> a -> b: four checkpoints a turn (input, and one after each step), two pending writes a step."""
-    builder = StateGraph(Log)
-    builder.add_node("a", lambda state: {"log": ["a"]})
-    builder.add_node("b", lambda state: {"log": [f"b after {len(state['log'])}"]})
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", END)
+    builder = linear(
+        Log, {"a": lambda state: {"log": ["a"]}, "b": lambda state: {"log": [f"b after {len(state['log'])}"]}}
+    )
     return builder.compile(checkpointer=checkpointer)
 
 

@@ -33,14 +33,13 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
 from langgraph.checkpoint.bounded.tiered.landing import Landings
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at
 from langgraph.checkpoint.bounded.tiered.retention.sweep import DISCOVERY_OVERLAP_SECONDS
 from tests.support.durable_savers import ControlledSqlite, PostgresCluster, clean, cluster_fixture, sqlite_durable
-from tests.support.graphs import thread
+from tests.support.graphs import linear, thread
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import WAIT
 from tests.tiered.test_retention import Clock
@@ -58,9 +57,7 @@ class Count(TypedDict):
 
 def counter(checkpointer: Any) -> Any:
     """The retention guide's graph: three checkpoints an invoke."""
-    builder = StateGraph(Count)
-    builder.add_node("tick", lambda state: {"count": state["count"] + 1})
-    builder.add_edge(START, "tick")
+    builder = linear(Count, {"tick": lambda state: {"count": state["count"] + 1}})
     return builder.compile(checkpointer=checkpointer)
 
 

@@ -22,7 +22,6 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from langgraph.checkpoint.bounded import (
@@ -41,6 +40,7 @@ from tests.support.graphs import (
     delta_channel_conversation,
     delta_graph,
     describe,
+    linear,
     thread,
     without_interrupt_ids,
 )
@@ -505,12 +505,9 @@ def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, writ
     durable = sqlite_durable(db)
     rolling = InMemoryCheckpointConfig(max_checkpoints_per_thread=6, on_checkpoint_limit="prune_oldest")
     tiered = TieredSaver(durable, config=rolling, write=write)  # type: ignore[arg-type]
-    builder = StateGraph(Asked)
-    builder.add_node("a", lambda state: {"log": ["a"]})
-    builder.add_node("ask", lambda state: {"log": [f"ans:{interrupt('q')}"]})
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "ask")
-    builder.add_edge("ask", END)
+    builder = linear(
+        Asked, {"a": lambda state: {"log": ["a"]}, "ask": lambda state: {"log": [f"ans:{interrupt('q')}"]}}
+    )
     app = builder.compile(checkpointer=tiered)
     thread = {"configurable": {"thread_id": "t"}}
     for turn in range(3):
