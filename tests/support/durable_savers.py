@@ -67,6 +67,11 @@ class ControlledSqlite(SqliteSaver):
         self.unstorable: set[str] = set()
         self.unreachable: set[str] = set()
 
+    def close_gate(self, *names: str) -> None:
+        """From now on, calls of ``names`` wait until the test sets ``gate`` (``entered`` is set when one waits)."""
+        self.gated = set(names)
+        self.gate.clear()
+
     def _hold(self, name: str, result: Any) -> Any:
         if name in self.held:
             self.held.discard(name)  # one call is held: the reads after it go through

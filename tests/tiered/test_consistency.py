@@ -136,8 +136,7 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
     put_step(seed, "t", None, 1)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
+    durable.close_gate("get_tuple")
     answers: list[Any] = []
     readers = [threading.Thread(target=lambda: answers.append(tiered.get_tuple(config("t")))) for _ in range(4)]
     readers[0].start()

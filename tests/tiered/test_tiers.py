@@ -309,8 +309,7 @@ def test_concurrent_misses_on_one_thread_read_the_durable_tier_once(db: Path) ->
     put_chain(TieredSaver(sqlite_durable(db)), "popular", 3)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
+    durable.close_gate("get_tuple")
     results: list[Any] = []
     readers = [threading.Thread(target=lambda: results.append(tiered.get_tuple(thread("popular")))) for _ in range(6)]
     readers[0].start()
@@ -333,8 +332,7 @@ def test_concurrent_async_misses_read_the_durable_tier_once(db: Path) -> None:
     tiered = TieredSaver(durable)
 
     async def main() -> list[Any]:
-        durable.gated = {"get_tuple"}
-        durable.gate.clear()
+        durable.close_gate("get_tuple")
         reads = [asyncio.ensure_future(tiered.aget_tuple(thread("popular"))) for _ in range(6)]
         while _waiters(tiered) < 5:
             await asyncio.sleep(0.001)
@@ -368,8 +366,7 @@ def test_a_slow_durable_write_never_holds_up_other_threads_hot_reads_and_writes(
     tiered = TieredSaver(durable, write="through")
     put_chain(tiered, "busy", 1)
     put_chain(tiered, "other", 1)
-    durable.gated = {"put"}
-    durable.gate.clear()
+    durable.close_gate("put")
     writer = threading.Thread(target=lambda: put_chain(tiered, "busy", 2))
     writer.start()
     assert durable.entered.wait(WAIT)  # the writer waits inside the durable put...
@@ -682,8 +679,7 @@ def test_a_read_through_under_way_does_not_bring_a_deleted_thread_back(db: Path)
     put_chain(TieredSaver(sqlite_durable(db)), "gone", 2)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
+    durable.close_gate("get_tuple")
     reader = threading.Thread(target=lambda: tiered.get_tuple(thread("gone")))
     reader.start()
     assert durable.entered.wait(WAIT)

@@ -193,8 +193,7 @@ def test_a_waiting_writer_waits_for_the_flush_under_way_instead_of_flushing(db: 
     tiered = TieredSaver(durable, write="back", flush_interval_seconds=BOUND, max_dirty_seconds=BOUND, clock=clock)
     tiered.close()
     put_turn(tiered, "a", None, 0)
-    durable.gated = {"put"}
-    durable.gate.clear()
+    durable.close_gate("put")
     flusher = threading.Thread(target=tiered.flush)
     flusher.start()
     assert durable.entered.wait(10)  # the flush of a holds its first put
@@ -265,8 +264,7 @@ def test_puts_do_not_wait_on_a_tier_that_hangs_once_known_down(db: Path) -> None
     durable.failing = True
     put_turn(tiered, "t-1", None, 0)  # the spill of t-0 fails: known down
     durable.failing = False
-    durable.gated = {"put", "put_writes", "get_tuple"}
-    durable.gate.clear()  # any call now hangs
+    durable.close_gate("put", "put_writes", "get_tuple")  # any call now hangs
     calls = sum(durable.calls.values())
 
     def puts() -> None:
