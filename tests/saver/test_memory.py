@@ -111,12 +111,16 @@ def traced_heap(saver: BoundedInMemorySaver, workload: Workload) -> int:
     app = build(saver)
     app.invoke(inputs, {"configurable": {"thread_id": "warm-up"}})  # LangGraph's caches, before the readings
     saver.delete_thread("warm-up")
+    return traced(lambda: [app.invoke(inputs, {"configurable": {"thread_id": thread_of(run)}}) for run in range(runs)])
+
+
+def traced(action: Callable[[], object]) -> int:
+    """Bytes that ``action`` leaves allocated, as tracemalloc traces them (after a collection)."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for run in range(runs):
-            app.invoke(inputs, {"configurable": {"thread_id": thread_of(run)}})
+        action()
         gc.collect()
         return tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -300,16 +304,7 @@ SHAPES: dict[str, tuple[Callable[[BoundedInMemorySaver], Writer], int]] = {
 def traced_writes(saver: BoundedInMemorySaver, write: Writer, count: int) -> int:
     """Bytes the store holds after ``count`` threads are written, as tracemalloc traces them."""
     saver.delete_thread(write(-1))  # caches, the channel names the store remembers: before the readings
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for index in range(count):
-            write(index)
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    return traced(lambda: [write(index) for index in range(count)])
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

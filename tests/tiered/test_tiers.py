@@ -44,7 +44,7 @@ from tests.support.graphs import (
     thread,
     without_interrupt_ids,
 )
-from tests.support.helpers import config, make_checkpoint
+from tests.support.helpers import SteppingClock, config, make_checkpoint
 from tests.support.tiered import (
     INTERLEAVED_SCENARIOS,
     concurrent_runs,
@@ -520,17 +520,6 @@ def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, writ
     for item in list(durable.list(thread)):  # read whole first: SqliteSaver's list holds its lock while iterating
         assert pending(tiered, item.config) == pending(durable, item.config), item.metadata
     tiered.close()
-
-
-class SteppingClock:
-    """A monotonic clock that moves a second at every reading: every thread is past a half-second TTL at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.mark.parametrize("write", ["through", "back"])
