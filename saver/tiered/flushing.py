@@ -403,9 +403,9 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
             items = shared.dirty.claim(thread_id)
             try:
                 parent = _parent_to_check(shared, thread_id, items)
-                if parent is not None and _parent_gone(shared, tiers.durable.get_tuple(_located(thread_id, parent))):
-                    gone = parent
-                else:
+                found = None if parent is None else tiers.durable.get_tuple(_located(thread_id, parent))
+                gone = parent if parent is not None and _parent_gone(shared, found) else None
+                if gone is None:
                     for item in items:
                         began = shared.clock()
                         _store(tiers, replay(item, thread_id, tiers.serde))
@@ -435,11 +435,9 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
             items = await shared.dirty.aclaim(thread_id)
             try:
                 parent = _parent_to_check(shared, thread_id, items)
-                if parent is not None and _parent_gone(
-                    shared, await tiers.durable.aget_tuple(_located(thread_id, parent))
-                ):
-                    gone = parent
-                else:
+                found = None if parent is None else await tiers.durable.aget_tuple(_located(thread_id, parent))
+                gone = parent if parent is not None and _parent_gone(shared, found) else None
+                if gone is None:
                     for item in items:
                         began = shared.clock()
                         if _item_bytes(item) > offload:

@@ -136,3 +136,20 @@ async def concurrent_runs(checkpointer: Any, count: int) -> list[Any]:
             return type(error).__name__
 
     return await asyncio.gather(*(one(index) for index in range(count)))
+
+
+def flight_waiters(tiered: Any) -> int:
+    """How many reads wait for another caller's read of the same key (``TieredSaver``'s single flights)."""
+    flights = tiered._shared.flights
+    with flights.lock:
+        return sum(flight.waiters for flight in flights.flights.values())
+
+
+def wait_until(condition: Any) -> None:
+    """Return once ``condition()`` holds; fail after ``WAIT`` seconds."""
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.001)):
+        if condition():
+            return
+        pause.wait(0.001)
+    raise AssertionError("the condition never held")

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
 from tests.support.durable_savers import ControlledSqlite, ForeignSaver, cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
-from tests.support.tiered import put_chain
+from tests.support.tiered import flight_waiters, put_chain, wait_until
 
 WAIT = 60.0
 ONE_THREAD = InMemoryCheckpointConfig(max_threads=1)
@@ -29,21 +29,6 @@ MODES = [("through", "sticky"), ("back", "sticky"), ("through", "validate")]
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "durable.sqlite"
-
-
-def waiters(tiered: TieredSaver) -> int:
-    flights = tiered._shared.flights
-    with flights.lock:
-        return sum(flight.waiters for flight in flights.flights.values())
-
-
-def wait_until(condition: Any) -> None:
-    pause = threading.Event()
-    for _ in range(int(WAIT / 0.001)):
-        if condition():
-            return
-        pause.wait(0.001)
-    raise AssertionError("the condition never held")
 
 
 def put_step(tiered: TieredSaver, thread_id: str, parent: dict[str, Any] | None, value: int) -> dict[str, Any]:
@@ -105,7 +90,7 @@ def test_a_read_never_answers_older_than_a_write_acknowledged_before_it_began(
                 await asyncio.sleep(0.001)
             write_then_evict()
             late = asyncio.ensure_future(aread())
-            while not late.done() and waiters(tiered) == 0:
+            while not late.done() and flight_waiters(tiered) == 0:
                 await asyncio.sleep(0.001)
             durable.release.set()
             return await early, await late
@@ -119,7 +104,7 @@ def test_a_read_never_answers_older_than_a_write_acknowledged_before_it_began(
         write_then_evict()
         second_reader = threading.Thread(target=lambda: answers.__setitem__("late", read()))
         second_reader.start()
-        wait_until(lambda: not second_reader.is_alive() or waiters(tiered) > 0)
+        wait_until(lambda: not second_reader.is_alive() or flight_waiters(tiered) > 0)
         durable.release.set()
         first_reader.join(WAIT)
         second_reader.join(WAIT)
@@ -143,7 +128,7 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
     assert durable.entered.wait(WAIT)
     for reader in readers[1:]:
         reader.start()
-    wait_until(lambda: waiters(tiered) == 3)
+    wait_until(lambda: flight_waiters(tiered) == 3)
     durable.gate.set()
     for reader in readers:
         reader.join(WAIT)

@@ -48,12 +48,14 @@ from tests.support.helpers import SteppingClock, config, make_checkpoint
 from tests.support.tiered import (
     INTERLEAVED_SCENARIOS,
     concurrent_runs,
+    flight_waiters,
     graph_view,
     interleaved_thread,
     put_chain,
     run,
     run_interleaved,
     tuples,
+    wait_until,
 )
 
 SMALL = InMemoryCheckpointConfig(max_threads=2)
@@ -316,7 +318,7 @@ def test_concurrent_misses_on_one_thread_read_the_durable_tier_once(db: Path) ->
     assert durable.entered.wait(WAIT)
     for reader in readers[1:]:
         reader.start()
-    _wait_for(lambda: _waiters(tiered) == 5)
+    wait_until(lambda: flight_waiters(tiered) == 5)
     durable.gate.set()
     for reader in readers:
         reader.join(WAIT)
@@ -334,28 +336,13 @@ def test_concurrent_async_misses_read_the_durable_tier_once(db: Path) -> None:
     async def main() -> list[Any]:
         durable.close_gate("get_tuple")
         reads = [asyncio.ensure_future(tiered.aget_tuple(thread("popular"))) for _ in range(6)]
-        while _waiters(tiered) < 5:
+        while flight_waiters(tiered) < 5:
             await asyncio.sleep(0.001)
         durable.gate.set()
         return await asyncio.gather(*reads)
 
     results = asyncio.run(main())
     assert durable.calls["get_tuple"] == 1 and all(result == results[0] for result in results)
-
-
-def _waiters(tiered: TieredSaver) -> int:
-    flights = tiered._shared.flights
-    with flights.lock:
-        return sum(flight.waiters for flight in flights.flights.values())
-
-
-def _wait_for(condition: Any) -> None:
-    done = threading.Event()
-    for _ in range(int(WAIT / 0.001)):
-        if condition():
-            return
-        done.wait(0.001)
-    raise AssertionError("the condition never held")
 
 
 # --- no durable round trip under the engine's lock -------------------------------------------------------------------
@@ -549,7 +536,7 @@ def test_a_thread_expiring_inside_its_own_put_keeps_every_value(db: Path, write:
 def test_write_back_flushes_periodically(db: Path) -> None:
     tiered = TieredSaver(sqlite_durable(db), write="back", flush_interval_seconds=0.01)
     put_chain(tiered, "a", 2)
-    _wait_for(lambda: tiered.stats().dirty_bytes == 0)
+    wait_until(lambda: tiered.stats().dirty_bytes == 0)
     assert len(tuples(sqlite_durable(db), "a")) == 2
     tiered.close()
 
@@ -564,7 +551,7 @@ def test_a_copy_keeps_the_periodic_flush_of_the_saver_it_came_from(db: Path, mon
     del original
     gc.collect()
     put_chain(copy, "a", 2)
-    _wait_for(lambda: copy.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+    wait_until(lambda: copy.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
     assert len(tuples(sqlite_durable(db), "a")) == 2
     copy.close()
 
@@ -575,7 +562,7 @@ def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
     tiered.close()
     with tiered:
         put_chain(tiered, "a", 2)
-        _wait_for(lambda: tiered.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+        wait_until(lambda: tiered.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
         assert len(tuples(sqlite_durable(db), "a")) == 2
 
 
