@@ -49,7 +49,7 @@ import sys
 import time
 import weakref
 from collections.abc import Generator
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 
@@ -237,6 +237,7 @@ def _room_plan(tiers: Tiers, thread_id: str, needed: int) -> Plan[bool]:
 
 
 T = TypeVar("T")
+Step = TypeVar("Step")
 Plan = Generator[_Step, "int | Exception | None", T]
 """Flushes and waits as a generator (the retention pattern: ``retention.storage.Plan``): it yields a ``flush``
 step (and is sent the thread's count of flushed items, or the flush's failure) or a ``wait`` step (sent None),
@@ -284,7 +285,7 @@ class _Done(NamedTuple, Generic[T]):
     value: T
 
 
-def _send(plan: Plan[T], answer: int | Exception | None) -> _Step | _Done[T]:
+def _send(plan: Generator[Step, Any, T], answer: Any) -> Step | _Done[T]:
     """The plan's next step, sent the last one's outcome; or its answer."""
     try:
         return plan.send(answer)
@@ -396,26 +397,24 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
     shared = tiers.shared
     if _nothing_to_flush(shared, thread_id, refusal):
         return 0
-    start, flushed = time.perf_counter(), 0
-    gone: tuple[str, str] | None = None
+    start, tally = time.perf_counter(), [0]
     try:
         with shared.gates.sharing(thread_id):
             items = shared.dirty.claim(thread_id)
             try:
-                parent = _parent_to_check(shared, thread_id, items)
-                found = None if parent is None else tiers.durable.get_tuple(_located(thread_id, parent))
-                gone = parent if parent is not None and _parent_gone(shared, found) else None
-                if gone is None:
-                    for item in items:
-                        began = shared.clock()
-                        _store(tiers, replay(item, thread_id, tiers.serde))
-                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                        flushed += 1
+                body = _flush_body(tiers, thread_id, items, tally)
+                step = _send(body, None)
+                while isinstance(step, _Io):  # the parent's read, then each item's write, on this thread
+                    if step.kind == "store":
+                        _store(tiers, _replayed(tiers, step))
+                        step = _send(body, None)
+                    else:
+                        step = _send(body, tiers.durable.get_tuple(step.what))
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
-        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
-    return _finish(tiers, thread_id, refusal, (flushed, start), gone, items)
+        raise _failed(tiers, thread_id, refusal, tally[0], start, error) from error
+    return _finish(tiers, thread_id, refusal, (tally[0], start), step.value, items)
 
 
 async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
@@ -427,31 +426,60 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     shared = tiers.shared
     if _nothing_to_flush(shared, thread_id, refusal):
         return 0
-    start, flushed = time.perf_counter(), 0
+    start, tally = time.perf_counter(), [0]
     offload = tiers.config.async_offload_bytes
-    gone: tuple[str, str] | None = None
     try:
         async with shared.gates.asharing(thread_id):
             items = await shared.dirty.aclaim(thread_id)
             try:
-                parent = _parent_to_check(shared, thread_id, items)
-                found = None if parent is None else await tiers.durable.aget_tuple(_located(thread_id, parent))
-                gone = parent if parent is not None and _parent_gone(shared, found) else None
-                if gone is None:
-                    for item in items:
-                        began = shared.clock()
-                        if _item_bytes(item) > offload:
-                            replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
-                        else:
-                            replayed = replay(item, thread_id, tiers.serde)
-                        await _astore(tiers, replayed)
-                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                        flushed += 1
+                body = _flush_body(tiers, thread_id, items, tally)
+                step = _send(body, None)
+                while isinstance(step, _Io):  # awaited
+                    if step.kind == "read":
+                        step = _send(body, await tiers.durable.aget_tuple(step.what))
+                        continue
+                    if _item_bytes(step.what) > offload:  # replayed in the jobs pool, off the event loop
+                        await _astore(tiers, await in_jobs_pool(functools.partial(_replayed, tiers, step)))
+                    else:
+                        await _astore(tiers, _replayed(tiers, step))
+                    step = _send(body, None)
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
-        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
-    return _finish(tiers, thread_id, refusal, (flushed, start), gone, items)
+        raise _failed(tiers, thread_id, refusal, tally[0], start, error) from error
+    return _finish(tiers, thread_id, refusal, (tally[0], start), step.value, items)
+
+
+class _Io(NamedTuple):
+    """A durable call of a flush: ``read`` the tuple at a config (``what``), or ``store`` an item (``what``)."""
+
+    kind: str
+    what: Any
+    thread_id: str
+
+
+def _flush_body(tiers: Tiers, thread_id: str, items: list[DirtyItem], tally: list[int]) -> FlushBody:
+    """A flush of claimed ``items``, once for both sides: it yields the parent's read (sent the tuple found), then
+    each item's write (sent None), counting in ``tally``; it returns the parent found gone, if so (nothing written).
+    Runtime complexity: O(items), plus the calls it yields."""
+    shared = tiers.shared
+    parent = _parent_to_check(shared, thread_id, items)
+    if parent is not None and _parent_gone(shared, (yield _Io("read", _located(thread_id, parent), thread_id))):
+        return parent
+    for item in items:
+        began = shared.clock()
+        yield _Io("store", item, thread_id)
+        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+        tally[0] += 1
+    return None
+
+
+FlushBody = Generator[_Io, Any, "tuple[str, str] | None"]
+
+
+def _replayed(tiers: Tiers, step: _Io) -> Replay:
+    """The durable call that stores an unflushed item. Runtime complexity: decoding and encoding it once."""
+    return replay(step.what, step.thread_id, tiers.serde)
 
 
 def _nothing_to_flush(shared: Shared, thread_id: str, refusal: CheckpointCapacityError | None) -> bool:
