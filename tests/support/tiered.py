@@ -153,3 +153,21 @@ def wait_until(condition: Any) -> None:
             return
         pause.wait(0.001)
     raise AssertionError("the condition never held")
+
+
+def read_together(tiered: Any, durable: Any, read: Any, count: int) -> list[Any]:
+    """``count`` threads call ``read()`` at once while the durable tier (a ``ControlledSqlite``) holds its
+    ``get_tuple``: the first enters the durable read, the others join its flight; then the gate opens. Returns
+    their answers."""
+    durable.close_gate("get_tuple")
+    answers: list[Any] = []
+    readers = [threading.Thread(target=lambda: answers.append(read())) for _ in range(count)]
+    readers[0].start()
+    assert durable.entered.wait(WAIT)
+    for reader in readers[1:]:
+        reader.start()
+    wait_until(lambda: flight_waiters(tiered) == count - 1)
+    durable.gate.set()
+    for reader in readers:
+        reader.join(WAIT)
+    return answers

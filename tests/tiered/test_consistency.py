@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
 from tests.support.durable_savers import ControlledSqlite, ForeignSaver, cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
-from tests.support.tiered import flight_waiters, put_chain, wait_until
+from tests.support.tiered import flight_waiters, put_chain, read_together, wait_until
 
 WAIT = 60.0
 ONE_THREAD = InMemoryCheckpointConfig(max_threads=1)
@@ -121,17 +121,7 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
     put_step(seed, "t", None, 1)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.close_gate("get_tuple")
-    answers: list[Any] = []
-    readers = [threading.Thread(target=lambda: answers.append(tiered.get_tuple(config("t")))) for _ in range(4)]
-    readers[0].start()
-    assert durable.entered.wait(WAIT)
-    for reader in readers[1:]:
-        reader.start()
-    wait_until(lambda: flight_waiters(tiered) == 3)
-    durable.gate.set()
-    for reader in readers:
-        reader.join(WAIT)
+    answers = read_together(tiered, durable, lambda: tiered.get_tuple(config("t")), 4)
     assert durable.calls["get_tuple"] == 1 and len(answers) == 4
 
 

@@ -52,6 +52,7 @@ from tests.support.tiered import (
     graph_view,
     interleaved_thread,
     put_chain,
+    read_together,
     run,
     run_interleaved,
     tuples,
@@ -311,17 +312,7 @@ def test_concurrent_misses_on_one_thread_read_the_durable_tier_once(db: Path) ->
     put_chain(TieredSaver(sqlite_durable(db)), "popular", 3)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.close_gate("get_tuple")
-    results: list[Any] = []
-    readers = [threading.Thread(target=lambda: results.append(tiered.get_tuple(thread("popular")))) for _ in range(6)]
-    readers[0].start()
-    assert durable.entered.wait(WAIT)
-    for reader in readers[1:]:
-        reader.start()
-    wait_until(lambda: flight_waiters(tiered) == 5)
-    durable.gate.set()
-    for reader in readers:
-        reader.join(WAIT)
+    results = read_together(tiered, durable, lambda: tiered.get_tuple(thread("popular")), 6)
     assert durable.calls["get_tuple"] == 1
     assert len(results) == 6 and all(result == results[0] for result in results)
     assert len({id(result.checkpoint) for result in results}) == 6  # each caller has its own objects
