@@ -44,6 +44,7 @@ from .stats import render_rows as render_rows
 from .stats import size_text as size_text
 from .store import Store
 from .tombstones import DroppedThread
+from .tombstones import Tombstones as Tombstones
 
 __all__ = [
     "KIB",

@@ -98,19 +98,21 @@ class ThreadEvictedError(CheckpointCapacityError):
         self.seconds_ago = seconds_ago
         self.checkpoint_id = checkpoint_id
         self.dropped_at_wall = dropped_at_wall
+        how = dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)
         super().__init__(
             limit,
             limit_value,
             None,
             thread_id=thread_id,
             message=message
-            or (
-                f"thread {thread_id!r} was {dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)} before "
-                f"this write, which continues its checkpoint {checkpoint_id!r}: the thread's state is gone, so the "
-                f"write was refused and nothing was changed. Raise {limit} to keep threads this long; a new run on "
-                f"the thread starts afresh."
-            ),
+            or f"thread {thread_id!r} was {how} before this write, "
+            + self._refused.format(checkpoint_id=checkpoint_id, limit=limit),
         )
+
+    _refused = (  # what the write meant and what was refused; a subclass says its own
+        "which continues its checkpoint {checkpoint_id!r}: the thread's state is gone, so the write was refused "
+        "and nothing was changed. Raise {limit} to keep threads this long; a new run on the thread starts afresh."
+    )
 
 
 class ResumeRefusedError(ThreadEvictedError):
@@ -127,32 +129,10 @@ class ResumeRefusedError(ThreadEvictedError):
         As ``ThreadEvictedError``; ``checkpoint_id`` is the checkpoint the write names.
     """
 
-    def __init__(
-        self,
-        limit: str,
-        limit_value: float,
-        *,
-        thread_id: str,
-        checkpoint_id: str,
-        seconds_ago: float,
-        dropped_at_wall: float | None = None,
-        message: str | None = None,
-    ) -> None:
-        super().__init__(
-            limit,
-            limit_value,
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-            seconds_ago=seconds_ago,
-            dropped_at_wall=dropped_at_wall,
-            message=message
-            or (
-                f"thread {thread_id!r} was {dropped_how(limit, limit_value, dropped_at_wall, seconds_ago)} before "
-                f"this write, which resumes its state: that state is gone, so what the write answers was not "
-                f"applied, nothing was stored, and no other thread was evicted. A new run on the thread starts it "
-                f"afresh."
-            ),
-        )
+    _refused = (
+        "which resumes its state: that state is gone, so what the write answers was not applied, nothing was "
+        "stored, and no other thread was evicted. A new run on the thread starts it afresh."
+    )
 
 
 class ThreadQuarantinedError(ThreadEvictedError):

@@ -71,7 +71,7 @@ class Store(State):
     nothing but lazy expiry: no eviction, no partial write, no change of LRU
     order. Threads evicted or expired are queued in ``announcements`` for
     ``on_drop``; the caller delivers them once the lock is released
-    (``announce()``, or the saver's async-aware delivery).
+    (``pending_drops()``, then ``Announcements.deliver`` or the saver's async-aware delivery).
 
     Costs: ``get``, ``list``, ``delta_history``, ``export_thread``, the writes,
     ``copy_thread`` and ``import_thread`` first expire when ``next_expiry`` has
@@ -101,11 +101,6 @@ class Store(State):
     ) -> None:
         super().__init__(limits, clock=clock, on_drop=on_drop, wall_clock=wall_clock, answer_channels=answer_channels)
         self.lock = threading.RLock()
-
-    @property
-    def on_drop(self) -> DropHook | None:
-        """The hook told of every thread evicted or expired."""
-        return self.announcements.hook
 
     # --- the hot read ---------------------------------------------------------------------------
 
@@ -922,19 +917,12 @@ class Store(State):
         """The queue of dropped threads waiting for ``on_drop``, when one waits; else None.
 
         The caller hands it over once the lock is released (``Announcements.deliver``,
-        or the saver's async-aware delivery), as ``announce`` does. Without the lock, as
-        ``announce``: the queue is one object for the store's life, and a drop queued just
-        after this look is delivered by the call that queued it. Runtime complexity: O(1).
+        or the saver's async-aware delivery). Without the lock: the queue is one object for
+        the store's life, and a drop queued just after this look is delivered by the call
+        that queued it. Runtime complexity: O(1).
         """
         announcements = self.announcements
         return announcements if announcements.queue else None
-
-    def announce(self) -> None:
-        """Hand the threads dropped so far to ``on_drop``, in drop order (``Announcements.deliver``).
-
-        Call it after operations, outside the lock. Runtime complexity: the hook's, per thread.
-        """
-        self.announcements.deliver()
 
     def _take_parked(self, thread_id: str, namespace: str, checkpoint_id: str) -> None:
         """Store the writes parked for a checkpoint just stored, as a put_writes (lock held).

@@ -1,24 +1,7 @@
 """A bounded, drop-in in-memory checkpointer for LangGraph.
 
-```python
-from typing import TypedDict
-
-from langgraph.graph import START, StateGraph
-
-from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig
-
-
-class State(TypedDict):
-    count: int
-
-
-builder = StateGraph(State)
-builder.add_node("tick", lambda state: {"count": state["count"] + 1})
-builder.add_edge(START, "tick")
-checkpointer = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=250))
-graph = builder.compile(checkpointer=checkpointer)
-graph.invoke({"count": 0}, {"configurable": {"thread_id": "user-1"}})
-```
+Start with ``BoundedInMemorySaver`` (its docstring shows a graph compiled over it) and
+``InMemoryCheckpointConfig``; ``TieredSaver`` puts it in front of a durable LangGraph saver.
 
 The names below are loaded when first used, so that importing the storage engine
 (``langgraph.checkpoint.bounded.engine``, which never imports LangGraph) does not

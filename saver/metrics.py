@@ -11,23 +11,11 @@ register_metrics(checkpointer)  # the default registry: what prometheus_client.g
 Needs the ``metrics`` extra (``pip install langgraph-checkpoint-bounded[metrics]``). Nothing runs on
 the write path: a scrape calls ``stats()`` (O(1)) and reads the config.
 
-Every name starts with ``langgraph_checkpoint_bounded_``:
-
-- gauges of what the store holds: ``threads``, ``namespaces``, ``checkpoints``, ``pending_writes``,
-  ``blobs``, ``total_bytes`` (counted serialized bytes), ``memory_bytes`` (the heap estimate),
-  ``dropped_thread_records``, ``dropped_thread_record_bytes``, ``refused_checkpoint_records``,
-  ``parked_write_records``, ``queued_drops`` and ``queued_drop_bytes`` (dropped threads waiting
-  for the hook);
-- one gauge per numeric config field, named as the field: ``max_threads``, ``max_total_bytes``,
-  ``idle_ttl_seconds``... (``+Inf`` for a lifted limit);
-- counters since the saver was created: ``evictions_total{reason=<limit>}``,
-  ``expired_threads_total``, ``rejections_total{limit=<limit>}``, ``pruned_checkpoints_total``,
-  ``pruned_namespaces_total`` and
-  ``drop_hook_errors_total``.
-
-A ``TieredSaver`` exports the same metrics for its hot tier, and ``tiered_*`` ones of its own
-(``tiered_info{write,coherence,durable}``, hits, misses and admissions, write-back's flushes, spills,
-backpressure waits and their seconds, dirty bytes, the durable tier's calls and errors, coherence checks).
+Every name starts with ``langgraph_checkpoint_bounded_``. What a scrape exports is declared once, in the
+tables ``SAVER_METRICS`` (what the store holds and what its limits did: gauges, and counters since the saver was
+created), ``TIERED_METRICS`` and ``RETENTION_METRICS`` (a ``TieredSaver``'s own, beside the same metrics for its
+hot tier and ``tiered_info{write,coherence,durable}``), plus one gauge per numeric config field, named as the
+field (``+Inf`` for a lifted limit). docs/reference/metrics.md lists them; a test keeps the two in step.
 
 A registry exports one saver: its metric names carry no saver label. Registering the same saver
 again (or a ``with_allowlist()`` copy of it, which shares its store) returns the collector already
@@ -38,8 +26,9 @@ registered; registering a different one raises ``ValueError``. Give a second sav
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import fields
+from typing import Any, Literal, NamedTuple
 from weakref import WeakKeyDictionary
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -51,6 +40,10 @@ from .tiered import TieredSaver, TieredStats
 
 __all__ = [
     "PREFIX",
+    "Exported",
+    "SAVER_METRICS",
+    "TIERED_METRICS",
+    "RETENTION_METRICS",
     "TIERED_PREFIX",
     "TIERED_STATS_NOT_EXPORTED",
     "RETENTION_PREFIX",
@@ -82,6 +75,160 @@ RETENTION_STATS_NOT_EXPORTED = {  # RetentionStats fields with no metric of thei
 }
 
 
+class Exported(NamedTuple):
+    """One metric a scrape exports: a row of the tables below, which docs/reference/metrics.md repeats.
+
+    Attributes:
+        name: The name after ``PREFIX`` (a counter's samples add ``_total``).
+        kind: ``"gauge"`` or ``"counter"``.
+        help: The metric's one-line documentation.
+        read: The stats field it reads, or a function of the stats object.
+        label: For a labelled counter, the label whose values ``read``'s mapping keys are.
+    """
+
+    name: str
+    kind: Literal["gauge", "counter"]
+    help: str
+    read: str | Callable[[Any], float | Mapping[str, float]]
+    label: str = ""
+
+
+GAUGE: Literal["gauge"] = "gauge"
+COUNTER: Literal["counter"] = "counter"
+
+SAVER_METRICS: tuple[Exported, ...] = (  # read from SaverStats (a TieredSaver's: its hot tier's)
+    Exported("threads", GAUGE, "Threads stored.", "threads"),
+    Exported("namespaces", GAUGE, "Namespaces stored, over all threads.", "namespaces"),
+    Exported("checkpoints", GAUGE, "Checkpoints stored.", "checkpoints"),
+    Exported("pending_writes", GAUGE, "Pending writes stored.", "pending_writes"),
+    Exported("blobs", GAUGE, "Channel values stored.", "blobs"),
+    Exported("total_bytes", GAUGE, "Serialized payload bytes stored, as max_total_bytes counts them.", "total_bytes"),
+    Exported(
+        "memory_bytes", GAUGE, "Estimated heap the store holds: payload plus its objects' overhead.", "memory_bytes"
+    ),
+    Exported("dropped_thread_records", GAUGE, "Evicted or expired threads remembered.", "dropped_thread_records"),
+    Exported("dropped_thread_record_bytes", GAUGE, "Bytes those records hold.", "dropped_thread_record_bytes"),
+    Exported(
+        "refused_checkpoint_records",
+        GAUGE,
+        "Checkpoints whose put was refused, remembered so that their late writes are refused.",
+        "refused_checkpoint_records",
+    ),
+    Exported(
+        "parked_write_records",
+        GAUGE,
+        "Checkpoints of dropped threads whose pending writes wait aside for their put.",
+        "parked_write_records",
+    ),
+    Exported("queued_drops", GAUGE, "Dropped threads waiting for the on_evict hook.", "queued_drops"),
+    Exported("queued_drop_bytes", GAUGE, "Heap the exports waiting for the hook hold.", "queued_drop_bytes"),
+    Exported(
+        "evictions",
+        COUNTER,
+        "Threads evicted whole, by the limit that evicted them.",
+        lambda stats: {
+            "max_threads": stats.evicted_for_threads,
+            "max_total_bytes": stats.evicted_for_bytes,
+            "max_memory_bytes": stats.evicted_for_memory,
+        },
+        label="reason",
+    ),
+    Exported("expired_threads", COUNTER, "Threads removed after idle_ttl_seconds unused.", "expired_threads"),
+    Exported("rejections", COUNTER, "Operations rejected, by the limit they would exceed.", "rejections", "limit"),
+    Exported("pruned_checkpoints", COUNTER, "Oldest checkpoints dropped by prune_oldest.", "pruned_checkpoints"),
+    Exported(
+        "pruned_namespaces", COUNTER, "Completed subgraph namespaces dropped by prune_oldest.", "pruned_namespaces"
+    ),
+    Exported("drop_hook_errors", COUNTER, "Exceptions raised by the on_evict hook.", "drop_hook_errors"),
+    Exported("autosave_failures", COUNTER, "Autosaves that failed (logged; close() raises).", "autosave_failures"),
+    Exported(
+        "expiry_sweep_failures", COUNTER, "Background expiry sweeps that failed (logged).", "expiry_sweep_failures"
+    ),
+)
+
+TIERED_METRICS: tuple[Exported, ...] = (  # read from TieredStats; tiered_info is written apart (its labels)
+    Exported("tiered_hits", COUNTER, "Reads the hot tier answered.", "hits"),
+    Exported(
+        "tiered_misses", COUNTER, "Reads that went to the durable tier (once per key, however many waited).", "misses"
+    ),
+    Exported(
+        "tiered_flight_waits", COUNTER, "Reads that waited for another caller's read of the same key.", "flight_waits"
+    ),
+    Exported("tiered_admissions", COUNTER, "Checkpoints a read brought into the hot tier.", "admissions"),
+    Exported(
+        "tiered_left_out",
+        COUNTER,
+        "Hot writes a store-wide limit refused: the thread left memory, durable.",
+        "left_out",
+    ),
+    Exported(
+        "tiered_conflicts", COUNTER, "Conditional puts refused: another process wrote the namespace since.", "conflicts"
+    ),
+    Exported("tiered_oversize", COUNTER, "Writes past a per-item limit stored in the durable tier alone.", "oversize"),
+    Exported("tiered_dirty_threads", GAUGE, "Threads with unflushed writes (write-back).", "dirty_threads"),
+    Exported("tiered_dirty_bytes", GAUGE, "Bytes of unflushed writes (write-back).", "dirty_bytes"),
+    Exported("tiered_max_dirty_bytes", GAUGE, "The bound on tiered_dirty_bytes.", "max_dirty_bytes"),
+    Exported(
+        "tiered_oldest_dirty_seconds", GAUGE, "How long the oldest unflushed write has waited.", "oldest_dirty_seconds"
+    ),
+    Exported("tiered_max_dirty_seconds", GAUGE, "The bound on tiered_oldest_dirty_seconds.", "max_dirty_seconds"),
+    Exported("tiered_flushes", COUNTER, "Flushes of a thread that wrote to the durable tier.", "flushes"),
+    Exported("tiered_flushed_writes", COUNTER, "Checkpoints and write batches flushed.", "flushed_writes"),
+    Exported("tiered_flush_seconds", COUNTER, "Time spent flushing.", "flush_seconds"),
+    Exported("tiered_flush_failures", COUNTER, "Flushes the durable tier failed.", "flush_failures"),
+    Exported("tiered_spills", COUNTER, "Threads evicted with unflushed writes, flushed then.", "spills"),
+    Exported("tiered_spill_seconds", COUNTER, "Time spent flushing evicted threads.", "spill_seconds"),
+    Exported(
+        "tiered_backpressure_waits",
+        COUNTER,
+        "Write-back writes that waited for a flush (max_dirty_bytes).",
+        "backpressure_waits",
+    ),
+    Exported("tiered_backpressure_seconds", COUNTER, "Time writes waited for room.", "backpressure_seconds"),
+    Exported("tiered_durable_calls", COUNTER, "Calls made to the durable saver.", "durable_calls"),
+    Exported("tiered_durable_errors", COUNTER, "Calls to the durable saver that raised.", "durable_errors"),
+    Exported("tiered_validations", COUNTER, "Coherence checks made (coherence='validate').", "validations"),
+    Exported("tiered_stale", COUNTER, "Coherence checks that found the hot copy stale.", "stale"),
+    Exported("tiered_validation_seconds", COUNTER, "Time spent on coherence checks.", "validation_seconds"),
+    Exported("tiered_deleted_thread_records", GAUGE, "Deleted threads remembered.", "deleted_thread_records"),
+    Exported(
+        "tiered_unstorable_threads",
+        COUNTER,
+        "Threads whose unflushed writes the durable tier kept refusing: dropped, and logged.",
+        "unstorable_threads",
+    ),
+    Exported("tiered_unstorable_writes", COUNTER, "Unflushed writes dropped so.", "unstorable_writes"),
+    Exported("tiered_rejections", COUNTER, "Writes refused before the durable write, by limit.", "rejections", "limit"),
+)
+
+RETENTION_METRICS: tuple[Exported, ...] = (  # read from TieredStats.retention (RetentionStats)
+    Exported("tiered_retention_sweeps", COUNTER, "Retention passes run (background and sweep()).", "sweeps"),
+    Exported("tiered_retention_sweep_seconds", COUNTER, "Time spent in retention passes.", "sweep_seconds"),
+    Exported(
+        "tiered_retention_sweep_failures",
+        COUNTER,
+        "Retention passes the durable tier failed, plus threads whose removal failed.",
+        "sweep_failures",
+    ),
+    Exported(
+        "tiered_retention_deleted_threads",
+        COUNTER,
+        "Threads retention deleted whole (idle past the TTL).",
+        "deleted_threads",
+    ),
+    Exported(
+        "tiered_retention_pruned_threads",
+        COUNTER,
+        "Threads retention pruned to their newest checkpoints.",
+        "pruned_threads",
+    ),
+    Exported("tiered_retention_checkpoints", COUNTER, "Checkpoints retention removed.", "checkpoints"),
+    Exported("tiered_retention_writes", COUNTER, "Pending writes retention removed with them.", "writes"),
+    Exported("tiered_retention_nbytes", COUNTER, "Bytes retention reclaimed in the durable database.", "nbytes"),
+    Exported("tiered_retention_due_threads", GAUGE, "Threads found due and not yet swept.", "due_threads"),
+)
+
+
 class SaverCollector(Collector):
     """Reads a saver's ``stats()`` and ``config`` at every scrape.
 
@@ -93,61 +240,16 @@ class SaverCollector(Collector):
         self.saver = saver
 
     def collect(self) -> Iterator[Metric]:
-        """The metric families of one scrape. Runtime complexity: O(config fields + limits that rejected)."""
+        """The metric families of one scrape. Runtime complexity: O(metrics + config fields + limits that rejected)."""
         observed = self.saver.stats()
         if isinstance(observed, TieredStats):
-            yield from _tiered(observed, self.saver)
+            yield _tiered_info(observed, self.saver)
+            yield from _families(TIERED_METRICS, observed)
+            yield from _families(RETENTION_METRICS, observed.retention)
             stats = observed.hot
         else:
             stats = observed
-        yield _gauge("threads", "Threads stored.", stats.threads)
-        yield _gauge("namespaces", "Namespaces stored, over all threads.", stats.namespaces)
-        yield _gauge("checkpoints", "Checkpoints stored.", stats.checkpoints)
-        yield _gauge("pending_writes", "Pending writes stored.", stats.pending_writes)
-        yield _gauge("blobs", "Channel values stored.", stats.blobs)
-        yield _gauge(
-            "total_bytes", "Serialized payload bytes stored, as max_total_bytes counts them.", stats.total_bytes
-        )
-        yield _gauge(
-            "memory_bytes", "Estimated heap the store holds: payload plus its objects' overhead.", stats.memory_bytes
-        )
-        yield _gauge("dropped_thread_records", "Evicted or expired threads remembered.", stats.dropped_thread_records)
-        yield _gauge("dropped_thread_record_bytes", "Bytes those records hold.", stats.dropped_thread_record_bytes)
-        yield _gauge(
-            "refused_checkpoint_records",
-            "Checkpoints whose put was refused, remembered so that their late writes are refused.",
-            stats.refused_checkpoint_records,
-        )
-        yield _gauge(
-            "parked_write_records",
-            "Checkpoints of dropped threads whose pending writes wait aside for their put.",
-            stats.parked_write_records,
-        )
-        yield _gauge("queued_drops", "Dropped threads waiting for the on_evict hook.", stats.queued_drops)
-        yield _gauge("queued_drop_bytes", "Heap the exports waiting for the hook hold.", stats.queued_drop_bytes)
-        yield _labelled_counter(
-            "evictions",
-            "Threads evicted whole, by the limit that evicted them.",
-            "reason",
-            {
-                "max_threads": stats.evicted_for_threads,
-                "max_total_bytes": stats.evicted_for_bytes,
-                "max_memory_bytes": stats.evicted_for_memory,
-            },
-        )
-        yield _counter("expired_threads", "Threads removed after idle_ttl_seconds unused.", stats.expired_threads)
-        yield _labelled_counter(
-            "rejections", "Operations rejected, by the limit they would exceed.", "limit", stats.rejections
-        )
-        yield _counter("pruned_checkpoints", "Oldest checkpoints dropped by prune_oldest.", stats.pruned_checkpoints)
-        yield _counter(
-            "pruned_namespaces", "Completed subgraph namespaces dropped by prune_oldest.", stats.pruned_namespaces
-        )
-        yield _counter("drop_hook_errors", "Exceptions raised by the on_evict hook.", stats.drop_hook_errors)
-        yield _counter("autosave_failures", "Autosaves that failed (logged; close() raises).", stats.autosave_failures)
-        yield _counter(
-            "expiry_sweep_failures", "Background expiry sweeps that failed (logged).", stats.expiry_sweep_failures
-        )
+        yield from _families(SAVER_METRICS, stats)
         yield from self._settings()
 
     def _settings(self) -> Iterable[Metric]:
@@ -155,11 +257,13 @@ class SaverCollector(Collector):
         for field in fields(config):
             value = getattr(config, field.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                yield _gauge(field.name, f"Configured {field.name} (InMemoryCheckpointConfig).", value)
+                yield GaugeMetricFamily(
+                    PREFIX + field.name, f"Configured {field.name} (InMemoryCheckpointConfig).", value
+                )
 
 
-def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> Iterator[Metric]:
-    """A tiered saver's own metrics: reads by tier, write-back's flushes and backlog, the durable tier's health."""
+def _tiered_info(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> Metric:
+    """``tiered_info{write,coherence,durable}``: always 1, its labels say how the tiered saver runs."""
     durable = type(saver.durable).__name__ if isinstance(saver, TieredSaver) else ""
     info = GaugeMetricFamily(
         TIERED_PREFIX + "info",
@@ -167,91 +271,22 @@ def _tiered(stats: TieredStats, saver: BoundedInMemorySaver | TieredSaver) -> It
         labels=["write", "coherence", "durable"],
     )
     info.add_metric([stats.write, stats.coherence, durable], 1)
-    yield info
-    yield _counter("tiered_hits", "Reads the hot tier answered.", stats.hits)
-    yield _counter(
-        "tiered_misses", "Reads that went to the durable tier (once per key, however many waited).", stats.misses
-    )
-    yield _counter(
-        "tiered_flight_waits", "Reads that waited for another caller's read of the same key.", stats.flight_waits
-    )
-    yield _counter("tiered_admissions", "Checkpoints a read brought into the hot tier.", stats.admissions)
-    yield _counter(
-        "tiered_left_out", "Hot writes a store-wide limit refused: the thread left memory, durable.", stats.left_out
-    )
-    yield _counter(
-        "tiered_conflicts", "Conditional puts refused: another process wrote the namespace since.", stats.conflicts
-    )
-    yield _counter("tiered_oversize", "Writes past a per-item limit stored in the durable tier alone.", stats.oversize)
-    yield _gauge("tiered_dirty_threads", "Threads with unflushed writes (write-back).", stats.dirty_threads)
-    yield _gauge("tiered_dirty_bytes", "Bytes of unflushed writes (write-back).", stats.dirty_bytes)
-    yield _gauge("tiered_max_dirty_bytes", "The bound on tiered_dirty_bytes.", stats.max_dirty_bytes)
-    yield _gauge(
-        "tiered_oldest_dirty_seconds", "How long the oldest unflushed write has waited.", stats.oldest_dirty_seconds
-    )
-    yield _gauge("tiered_max_dirty_seconds", "The bound on tiered_oldest_dirty_seconds.", stats.max_dirty_seconds)
-    yield _counter("tiered_flushes", "Flushes of a thread that wrote to the durable tier.", stats.flushes)
-    yield _counter("tiered_flushed_writes", "Checkpoints and write batches flushed.", stats.flushed_writes)
-    yield _counter("tiered_flush_seconds", "Time spent flushing.", stats.flush_seconds)
-    yield _counter("tiered_flush_failures", "Flushes the durable tier failed.", stats.flush_failures)
-    yield _counter("tiered_spills", "Threads evicted with unflushed writes, flushed then.", stats.spills)
-    yield _counter("tiered_spill_seconds", "Time spent flushing evicted threads.", stats.spill_seconds)
-    yield _counter(
-        "tiered_backpressure_waits",
-        "Write-back writes that waited for a flush (max_dirty_bytes).",
-        stats.backpressure_waits,
-    )
-    yield _counter("tiered_backpressure_seconds", "Time writes waited for room.", stats.backpressure_seconds)
-    yield _counter("tiered_durable_calls", "Calls made to the durable saver.", stats.durable_calls)
-    yield _counter("tiered_durable_errors", "Calls to the durable saver that raised.", stats.durable_errors)
-    yield _counter("tiered_validations", "Coherence checks made (coherence='validate').", stats.validations)
-    yield _counter("tiered_stale", "Coherence checks that found the hot copy stale.", stats.stale)
-    yield _counter("tiered_validation_seconds", "Time spent on coherence checks.", stats.validation_seconds)
-    yield _gauge("tiered_deleted_thread_records", "Deleted threads remembered.", stats.deleted_thread_records)
-    yield _counter(
-        "tiered_unstorable_threads",
-        "Threads whose unflushed writes the durable tier kept refusing: dropped, and logged.",
-        stats.unstorable_threads,
-    )
-    yield _counter("tiered_unstorable_writes", "Unflushed writes dropped so.", stats.unstorable_writes)
-    yield _labelled_counter(
-        "tiered_rejections", "Writes refused before the durable write, by limit.", "limit", stats.rejections
-    )
-    kept = stats.retention
-    yield _counter("tiered_retention_sweeps", "Retention passes run (background and sweep()).", kept.sweeps)
-    yield _counter("tiered_retention_sweep_seconds", "Time spent in retention passes.", kept.sweep_seconds)
-    yield _counter(
-        "tiered_retention_sweep_failures",
-        "Retention passes the durable tier failed, plus threads whose removal failed.",
-        kept.sweep_failures,
-    )
-    yield _counter(
-        "tiered_retention_deleted_threads", "Threads retention deleted whole (idle past the TTL).", kept.deleted_threads
-    )
-    yield _counter(
-        "tiered_retention_pruned_threads", "Threads retention pruned to their newest checkpoints.", kept.pruned_threads
-    )
-    yield _counter("tiered_retention_checkpoints", "Checkpoints retention removed.", kept.checkpoints)
-    yield _counter("tiered_retention_writes", "Pending writes retention removed with them.", kept.writes)
-    yield _counter("tiered_retention_nbytes", "Bytes retention reclaimed in the durable database.", kept.nbytes)
-    yield _gauge("tiered_retention_due_threads", "Threads found due and not yet swept.", kept.due_threads)
+    return info
 
 
-def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(PREFIX + name, documentation, value=value)
-
-
-def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
-    """A counter family of one value (exposed as ``<name>_total``)."""
-    return CounterMetricFamily(PREFIX + name, documentation, value=value)
-
-
-def _labelled_counter(name: str, documentation: str, label: str, counts: Mapping[str, float]) -> CounterMetricFamily:
-    """A counter family with one value per label value (exposed as ``<name>_total``)."""
-    family = CounterMetricFamily(PREFIX + name, documentation, labels=[label])
-    for label_value, count in sorted(counts.items()):
-        family.add_metric([label_value], count)
-    return family
+def _families(table: tuple[Exported, ...], stats: object) -> Iterator[Metric]:
+    """One family per row of ``table``, read from ``stats``. Runtime complexity: O(rows + label values)."""
+    for row in table:
+        value = getattr(stats, row.read) if isinstance(row.read, str) else row.read(stats)
+        if isinstance(value, Mapping):  # a labelled counter: one sample per label value
+            family = CounterMetricFamily(PREFIX + row.name, row.help, labels=[row.label])
+            for label_value, count in sorted(value.items()):
+                family.add_metric([label_value], count)
+            yield family
+        else:
+            number = float(value)  # a row without a label reads one number
+            family_type = CounterMetricFamily if row.kind == COUNTER else GaugeMetricFamily  # a counter adds _total
+            yield family_type(PREFIX + row.name, row.help, value=number)
 
 
 _registered: WeakKeyDictionary[CollectorRegistry, SaverCollector] = WeakKeyDictionary()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -59,3 +60,15 @@ def saver(clock: FakeClock) -> BoundedInMemorySaver:
 def make_saver(clock: FakeClock | None = None, **limits: float) -> BoundedInMemorySaver:
     """A saver with some limits changed."""
     return BoundedInMemorySaver(config=InMemoryCheckpointConfig(**limits), clock=clock or FakeClock())
+
+
+@pytest.fixture
+def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """A clean slate for the serving factory: no BOUNDED_SAVER_* variables and no shared saver, before and after."""
+    from langgraph.checkpoint.bounded.serving import ENV_PREFIX, reset_shared_saver
+
+    for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(name)
+    reset_shared_saver()
+    yield monkeypatch
+    reset_shared_saver()

@@ -35,14 +35,13 @@ import asyncio
 import copy
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Generic, NamedTuple, TypeVar
 
-from ..engine import BoundedSaverError
+from ..engine import BoundedSaverError, Tombstones
 
 __all__ = [
     "GATE_POLL_SECONDS",
@@ -94,8 +93,26 @@ class ThreadDeletedError(BoundedSaverError, RuntimeError):
         )
 
 
+class ThreadRecord:
+    """A record ``engine.Tombstones`` keeps under its thread id, its size the characters of its text fields."""
+
+    __slots__ = ()
+    thread_id: str
+
+    @property
+    def key(self) -> str:
+        """What the record is remembered by: the thread id."""
+        return self.thread_id
+
+    @property
+    def nbytes(self) -> int:
+        """Characters of the text the record keeps. Runtime complexity: O(fields)."""
+        values = (getattr(self, field.name) for field in fields(self))  # type: ignore[arg-type]
+        return sum(len(value) for value in values if type(value) is str)
+
+
 @dataclass(frozen=True, slots=True)
-class DeletedThread:
+class DeletedThread(ThreadRecord):
     """What a tombstone of a deleted thread holds.
 
     Attributes:
@@ -150,8 +167,23 @@ DELETE_THREAD = Deletion()
 """The reason of a ``delete_thread`` (the default)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RefusedRun(ThreadRecord):
+    """Where the run of a refused resume began: its writes from ``start`` on are refused (``refuse_run``) with the
+    resume's own ``refusal``."""
+
+    thread_id: str
+    start: str
+    refusal: Exception
+
+
 class DeletedThreads:
     """The last ``capacity`` deleted threads, the oldest forgotten first, and the runs of refused resumes.
+
+    Both are the engine's bounded memory (``engine.Tombstones``, as the memory saver keeps its dropped threads);
+    this class adds what a tiered record carries (why and when, by the wall clock, a thread was deleted), the
+    merge of a thread deleted again, and a lock: several threads delete and write at once, while the engine's
+    records are written under the store's lock only.
 
     Invariant: at most ``capacity`` records, each under its thread id, and at most
     ``capacity`` refused runs. Writes of ``records`` and ``refused_runs`` happen
@@ -166,9 +198,10 @@ class DeletedThreads:
         self.capacity = capacity
         self.wall_clock = wall_clock
         self.lock = threading.Lock()
-        self.records: OrderedDict[str, DeletedThread] = OrderedDict()
-        # thread -> where a refused resume's run began, and the refusal, raised again to the rest of that run
-        self.refused_runs: OrderedDict[str, tuple[str, Exception]] = OrderedDict()
+        self.tombstones: Tombstones[DeletedThread] = Tombstones(capacity)
+        self.records = self.tombstones.records  # read without the lock where empty means nothing to refuse
+        self.runs: Tombstones[RefusedRun] = Tombstones(capacity)
+        self.refused_runs = self.runs.records  # thread -> where a refused resume's run began
 
     def remember(self, thread_id: str, newest_checkpoint_id: str | None, why: Deletion = DELETE_THREAD) -> None:
         """Remember a thread just deleted, and why. A thread deleted again keeps refusing what its earlier lives
@@ -179,7 +212,7 @@ class DeletedThreads:
         """
         at_wall = self.wall_clock() if why.at_wall is None else why.at_wall
         with self.lock:
-            earlier = self.records.pop(thread_id, None)
+            earlier = self.records.get(thread_id)
             held = [cid for cid in (earlier and earlier.newest_checkpoint_id, newest_checkpoint_id) if cid]
             newest_checkpoint_id = max(held, default=None)
             if (
@@ -195,9 +228,7 @@ class DeletedThreads:
                 record = DeletedThread(
                     thread_id, newest_checkpoint_id, deleted_at, why.limit, why.limit_value, at_wall, why.waiting
                 )
-            self.records[thread_id] = record
-            while len(self.records) > self.capacity:
-                self.records.popitem(last=False)
+            self.tombstones.remember(record)  # the newest; the oldest forgotten past capacity
 
     def get(self, thread_id: str) -> DeletedThread | None:
         """The tombstone of a thread, or None. Runtime complexity: O(1)."""
@@ -207,8 +238,8 @@ class DeletedThreads:
     def forget(self, thread_id: str) -> None:
         """Forget a thread's tombstone (it was written on purpose again: a copy into it). Runtime complexity: O(1)."""
         with self.lock:
-            self.records.pop(thread_id, None)
-            self.refused_runs.pop(thread_id, None)
+            self.tombstones.forget(thread_id)
+            self.runs.forget(thread_id)
 
     def refuse_run(self, thread_id: str, checkpoint_id: str, refusal: Exception) -> None:
         """A resume of the deleted thread, started (afresh by LangGraph, or from a hot copy) at ``checkpoint_id``,
@@ -218,17 +249,15 @@ class DeletedThreads:
         Runtime complexity: O(1) amortized.
         """
         with self.lock:
-            earlier = self.refused_runs.pop(thread_id, None)
-            start = checkpoint_id if earlier is None else min(earlier[0], checkpoint_id)
-            self.refused_runs[thread_id] = (start, refusal)
-            while len(self.refused_runs) > self.capacity:
-                self.refused_runs.popitem(last=False)
+            earlier = self.refused_runs.get(thread_id)
+            start = checkpoint_id if earlier is None else min(earlier.start, checkpoint_id)
+            self.runs.remember(RefusedRun(thread_id, start, refusal))
 
     def run_started(self, thread_id: str) -> None:
         """A run of the thread read its latest checkpoint: its writes are its own, not a refused resume's (a run
         reads before it writes). Runtime complexity: O(1)."""
         with self.lock:
-            self.refused_runs.pop(thread_id, None)
+            self.runs.forget(thread_id)
 
     def refuse(self, thread_id: str, continues: str | None) -> None:
         """Refuse a write that continues a deleted thread's checkpoint ``continues``, or the run of a refused
@@ -242,8 +271,8 @@ class DeletedThreads:
         if not self.records and not self.refused_runs:
             return
         refused = self.refused_runs.get(thread_id)
-        if refused is not None and continues is not None and continues >= refused[0]:
-            raise refused[1]  # the resume's own refusal (the same error again): what the run's caller must see
+        if refused is not None and continues is not None and continues >= refused.start:
+            raise refused.refusal  # the resume's own refusal (the same error again): what the run's caller must see
         record = self.records.get(thread_id)
         if record is not None and record.continued_by(continues):
             raise ThreadDeletedError(thread_id, continues or "", time.monotonic() - record.deleted_at)
@@ -300,7 +329,7 @@ class UnstorableWriteError(BoundedSaverError, RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class LostWrites:
+class LostWrites(ThreadRecord):
     """What the record of a thread whose unflushed writes were dropped holds.
 
     Attributes:
@@ -323,29 +352,31 @@ class LostWrites:
 class UnstorableThreads:
     """The last ``capacity`` threads whose unflushed writes were dropped, the oldest forgotten first.
 
+    The engine's bounded memory (``engine.Tombstones``) behind a lock, as ``DeletedThreads``.
+
     Invariant: at most ``capacity`` records, each under its thread id; reads and writes under ``lock``.
     """
 
     def __init__(self, capacity: float) -> None:
         self.capacity = capacity
         self.lock = threading.Lock()
-        self.records: OrderedDict[str, LostWrites] = OrderedDict()
+        self.tombstones: Tombstones[LostWrites] = Tombstones(capacity)
+        self.records = self.tombstones.records
 
     def remember(self, thread_id: str, first_dropped: str, error: str) -> LostWrites:
         """Remember a drop (an earlier one of the thread keeps its older first id). Runtime complexity: O(1)."""
         with self.lock:
-            earlier = self.records.pop(thread_id, None)
+            earlier = self.records.get(thread_id)
             if earlier is not None and earlier.first_dropped < first_dropped:
                 first_dropped = earlier.first_dropped
-            record = self.records[thread_id] = LostWrites(thread_id, first_dropped, error, time.time())
-            while len(self.records) > self.capacity:
-                self.records.popitem(last=False)
+            record = LostWrites(thread_id, first_dropped, error, time.time())
+            self.tombstones.remember(record)
             return record
 
     def forget(self, thread_id: str) -> None:
         """Forget a thread's record (it was deleted, or written on purpose again). Runtime complexity: O(1)."""
         with self.lock:
-            self.records.pop(thread_id, None)
+            self.tombstones.forget(thread_id)
 
     def refuse(self, thread_id: str, continues: str | None) -> None:
         """Refuse a write continuing a checkpoint at or after the thread's first dropped one.

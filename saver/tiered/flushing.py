@@ -49,7 +49,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, NamedTuple
+from collections.abc import Generator
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -191,40 +192,7 @@ def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
     Runtime complexity: O(1) when it fits; else a flush of the oldest thread (one durable write per item) or a
     wait for one, until it fits.
     """
-    shared = tiers.shared
-    refuse_closed(tiers, thread_id)
-    if not _pressed(shared, needed):
-        return True
-    start = time.perf_counter()
-    failure: Exception | None = None
-    tried: set[str] = set()
-    budget = DIRTY_ROOM_ATTEMPTS * (len(shared.dirty) + 1)
-    try:
-        while True:
-            step = _next_step(tiers, needed, tried, budget)
-            budget -= 1
-            if step.kind == "go":
-                return True
-            if step.kind == "refuse":
-                raise _room_refusal(tiers, thread_id, needed, failure)
-            if step.kind == "through":
-                if failure is None:
-                    try:
-                        flush_thread(tiers, thread_id)  # its parents first, before it goes through
-                    except Exception as error:
-                        failure = error
-                return _through(tiers, thread_id, needed, failure)
-            if step.kind == "wait":
-                shared.dirty.wait_change(step.seen)
-                continue
-            assert step.thread_id is not None
-            try:
-                flush_thread(tiers, step.thread_id)
-            except Exception as error:
-                failure = error  # counted and logged by the flush
-                _failed_to_make_room(tiers, tried, step.thread_id, error)
-    finally:
-        _count_wait(shared, time.perf_counter() - start)
+    return _drive(tiers, _room_plan(tiers, thread_id, needed))
 
 
 async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
@@ -232,6 +200,11 @@ async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
 
     Runtime complexity: that of ``dirty_room``.
     """
+    return await _adrive(tiers, _room_plan(tiers, thread_id, needed))
+
+
+def _room_plan(tiers: Tiers, thread_id: str, needed: int) -> Plan[bool]:
+    """``dirty_room``'s decisions, written once for both drivers (``_drive``, ``_adrive``)."""
     shared = tiers.shared
     refuse_closed(tiers, thread_id)
     if not _pressed(shared, needed):
@@ -250,22 +223,76 @@ async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
                 raise _room_refusal(tiers, thread_id, needed, failure)
             if step.kind == "through":
                 if failure is None:
-                    try:
-                        await aflush_thread(tiers, thread_id)
-                    except Exception as error:
-                        failure = error
+                    done = yield _Step("flush", thread_id)  # its parents first, before it goes through
+                    failure = done if isinstance(done, Exception) else None
                 return _through(tiers, thread_id, needed, failure)
             if step.kind == "wait":
-                await shared.dirty.await_change(step.seen)
+                yield step
                 continue
             assert step.thread_id is not None
-            try:
-                await aflush_thread(tiers, step.thread_id)
-            except Exception as error:
-                failure = error
-                _failed_to_make_room(tiers, tried, step.thread_id, error)
+            done = yield step
+            if isinstance(done, Exception):
+                failure = done  # counted and logged by the flush
+                _failed_to_make_room(tiers, tried, step.thread_id, done)
     finally:
         _count_wait(shared, time.perf_counter() - start)
+
+
+T = TypeVar("T")
+Step = TypeVar("Step")
+Plan = Generator[_Step, "int | Exception | None", T]
+"""Flushes and waits as a generator (the retention pattern: ``retention.storage.Plan``): it yields a ``flush``
+step (and is sent the thread's count of flushed items, or the flush's failure) or a ``wait`` step (sent None),
+and returns its answer. ``_drive`` runs it on the calling thread, ``_adrive`` on the event loop, so each piece
+of logic is written once for both sides."""
+
+
+def _drive(tiers: Tiers, plan: Plan[T]) -> T:
+    """Run a plan: flushes by ``flush_thread``, waits on the ledger's condition. Runtime complexity: its steps'."""
+    with contextlib.closing(plan):
+        step = _send(plan, None)
+        while isinstance(step, _Step):
+            if step.kind == "wait":
+                tiers.shared.dirty.wait_change(step.seen)
+                step = _send(plan, None)
+                continue
+            try:
+                flushed: int | Exception = flush_thread(tiers, str(step.thread_id))
+            except Exception as error:  # the flush's failure is the plan's to weigh; the plan's own propagate
+                flushed = error
+            step = _send(plan, flushed)
+        return step.value
+
+
+async def _adrive(tiers: Tiers, plan: Plan[T]) -> T:
+    """``_drive`` awaiting: flushes by ``aflush_thread``, waits for the ledger's change without blocking the loop."""
+    with contextlib.closing(plan):
+        step = _send(plan, None)
+        while isinstance(step, _Step):
+            if step.kind == "wait":
+                await tiers.shared.dirty.await_change(step.seen)
+                step = _send(plan, None)
+                continue
+            try:
+                flushed: int | Exception = await aflush_thread(tiers, str(step.thread_id))
+            except Exception as error:
+                flushed = error
+            step = _send(plan, flushed)
+        return step.value
+
+
+class _Done(NamedTuple, Generic[T]):
+    """A plan's answer, once it returned."""
+
+    value: T
+
+
+def _send(plan: Generator[Step, Any, T], answer: Any) -> Step | _Done[T]:
+    """The plan's next step, sent the last one's outcome; or its answer."""
+    try:
+        return plan.send(answer)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 def refuse_closed(tiers: Tiers, thread_id: str) -> None:
@@ -370,34 +397,26 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
     Runtime complexity: one durable write per unflushed item.
     """
     shared = tiers.shared
-    if not shared.dirty.is_dirty(thread_id):
-        _settle_refusal(shared, thread_id, refusal)
+    if _nothing_to_flush(shared, thread_id, refusal):
         return 0
-    start = time.perf_counter()
-    flushed = 0
-    gone: tuple[str, str] | None = None
+    start, tally = time.perf_counter(), [0]
     try:
         with shared.gates.sharing(thread_id):
             items = shared.dirty.claim(thread_id)
             try:
-                parent = _parent_to_check(shared, thread_id, items)
-                if parent is not None and _parent_gone(shared, tiers.durable.get_tuple(_located(thread_id, parent))):
-                    gone = parent
-                else:
-                    for item in items:
-                        began = shared.clock()
-                        _store(tiers, replay(item, thread_id, tiers.serde))
-                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                        flushed += 1
+                body = _flush_body(tiers, thread_id, items, tally)
+                step = _send(body, None)
+                while isinstance(step, _Io):  # the parent's read, then each item's write, on this thread
+                    if step.kind == "store":
+                        _store(tiers, _replayed(tiers, step))
+                        step = _send(body, None)
+                    else:
+                        step = _send(body, tiers.durable.get_tuple(step.what))
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
-        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
-    if gone is not None:
-        raise _orphaned(tiers, thread_id, gone)
-    _flushed(shared, thread_id, refusal, flushed, start)
-    _note_heads(shared, thread_id, items)
-    return flushed
+        raise _failed(tiers, thread_id, refusal, tally[0], start, error) from error
+    return _finish(tiers, thread_id, refusal, (tally[0], start), step.value, items)
 
 
 async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError | None = None) -> int:
@@ -407,40 +426,86 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     Runtime complexity: that of ``flush_thread``.
     """
     shared = tiers.shared
-    if not shared.dirty.is_dirty(thread_id):
-        _settle_refusal(shared, thread_id, refusal)
+    if _nothing_to_flush(shared, thread_id, refusal):
         return 0
-    start = time.perf_counter()
-    flushed = 0
+    start, tally = time.perf_counter(), [0]
     offload = tiers.config.async_offload_bytes
-    gone: tuple[str, str] | None = None
     try:
         async with shared.gates.asharing(thread_id):
             items = await shared.dirty.aclaim(thread_id)
             try:
-                parent = _parent_to_check(shared, thread_id, items)
-                if parent is not None and _parent_gone(
-                    shared, await tiers.durable.aget_tuple(_located(thread_id, parent))
-                ):
-                    gone = parent
-                else:
-                    for item in items:
-                        began = shared.clock()
-                        if _item_bytes(item) > offload:
-                            replayed = await in_jobs_pool(functools.partial(replay, item, thread_id, tiers.serde))
-                        else:
-                            replayed = replay(item, thread_id, tiers.serde)
-                        await _astore(tiers, replayed)
-                        shared.dirty.flushed_one(thread_id, shared.clock() - began)
-                        flushed += 1
+                body = _flush_body(tiers, thread_id, items, tally)
+                step = _send(body, None)
+                while isinstance(step, _Io):  # awaited
+                    if step.kind == "read":
+                        step = _send(body, await tiers.durable.aget_tuple(step.what))
+                        continue
+                    if _item_bytes(step.what) > offload:  # replayed in the jobs pool, off the event loop
+                        await _astore(tiers, await in_jobs_pool(functools.partial(_replayed, tiers, step)))
+                    else:
+                        await _astore(tiers, _replayed(tiers, step))
+                    step = _send(body, None)
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
-        raise _failed(tiers, thread_id, refusal, flushed, start, error) from error
+        raise _failed(tiers, thread_id, refusal, tally[0], start, error) from error
+    return _finish(tiers, thread_id, refusal, (tally[0], start), step.value, items)
+
+
+class _Io(NamedTuple):
+    """A durable call of a flush: ``read`` the tuple at a config (``what``), or ``store`` an item (``what``)."""
+
+    kind: str
+    what: Any
+    thread_id: str
+
+
+def _flush_body(tiers: Tiers, thread_id: str, items: list[DirtyItem], tally: list[int]) -> FlushBody:
+    """A flush of claimed ``items``, once for both sides: it yields the parent's read (sent the tuple found), then
+    each item's write (sent None), counting in ``tally``; it returns the parent found gone, if so (nothing written).
+    Runtime complexity: O(items), plus the calls it yields."""
+    shared = tiers.shared
+    parent = _parent_to_check(shared, thread_id, items)
+    if parent is not None and _parent_gone(shared, (yield _Io("read", _located(thread_id, parent), thread_id))):
+        return parent
+    for item in items:
+        began = shared.clock()
+        yield _Io("store", item, thread_id)
+        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+        tally[0] += 1
+    return None
+
+
+FlushBody = Generator[_Io, Any, "tuple[str, str] | None"]
+
+
+def _replayed(tiers: Tiers, step: _Io) -> Replay:
+    """The durable call that stores an unflushed item. Runtime complexity: decoding and encoding it once."""
+    return replay(step.what, step.thread_id, tiers.serde)
+
+
+def _nothing_to_flush(shared: Shared, thread_id: str, refusal: CheckpointCapacityError | None) -> bool:
+    """Whether the thread has no unflushed write (then a refusal is settled at once). Runtime complexity: O(1)."""
+    if shared.dirty.is_dirty(thread_id):
+        return False
+    _settle_refusal(shared, thread_id, refusal)
+    return True
+
+
+def _finish(
+    tiers: Tiers,
+    thread_id: str,
+    refusal: CheckpointCapacityError | None,
+    counted: tuple[int, float],
+    gone: tuple[str, str] | None,
+    items: list[DirtyItem],
+) -> int:
+    """A flush's end: refused under a parent found gone, else counted; ``counted`` is (items flushed, start)."""
     if gone is not None:
         raise _orphaned(tiers, thread_id, gone)
-    _flushed(shared, thread_id, refusal, flushed, start)
-    _note_heads(shared, thread_id, items)
+    flushed, start = counted
+    _flushed(tiers.shared, thread_id, refusal, flushed, start)
+    _note_heads(tiers.shared, thread_id, items)
     return flushed
 
 
@@ -505,14 +570,10 @@ def _note_heads(shared: Shared, thread_id: str, items: list[DirtyItem]) -> None:
             remembered.popitem(last=False)
 
 
-def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exception:
-    """A flush found its first checkpoint's parent gone from the durable tier (another process deleted the
-    thread): nothing of it is written; the thread's unflushed writes are dropped (counted, logged), its hot copy
-    leaves memory, and writes continuing them are refused (``UnstorableWriteError`` naming the deletion).
-
-    Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
-    """
-    shared = tiers.shared
+def _drop_unflushed(shared: Shared, thread_id: str, rejection: str = "") -> list[DirtyItem]:
+    """Take a thread's unflushed writes out of the ledger and its hot copy out of memory, counted as unstorable
+    (and as a rejection of that name, if any); return the writes. Runtime complexity: O(items of the thread),
+    plus ``Store.delete_thread``."""
     store = shared.hot.store
     with store.exclusive():
         dropped = shared.dirty.take(thread_id)
@@ -521,7 +582,20 @@ def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exceptio
         store.delete_thread(thread_id)
         shared.counters.unstorable_threads += 1
         shared.counters.unstorable_writes += len(dropped)
-        shared.counters.rejections["deleted_parent"] += 1
+        if rejection:
+            shared.counters.rejections[rejection] += 1
+    return dropped
+
+
+def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exception:
+    """A flush found its first checkpoint's parent gone from the durable tier (another process deleted the
+    thread): nothing of it is written; the thread's unflushed writes are dropped (counted, logged), its hot copy
+    leaves memory, and writes continuing them are refused (``UnstorableWriteError`` naming the deletion).
+
+    Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
+    """
+    shared = tiers.shared
+    dropped = _drop_unflushed(shared, thread_id, "deleted_parent")
     with shared.dirty.lock:
         for key in [key for key in shared.flushed_heads if key[0] == thread_id]:
             del shared.flushed_heads[key]
@@ -596,14 +670,7 @@ def _poison(tiers: Tiers, thread_id: str, error: Exception) -> Exception:
     Runtime complexity: O(items of the thread), plus ``Store.delete_thread``.
     """
     shared = tiers.shared
-    store = shared.hot.store
-    with store.exclusive():
-        dropped = shared.dirty.take(thread_id)
-        shared.marks.move(thread_id)
-        shared.residency.forget(thread_id)
-        store.delete_thread(thread_id)
-        shared.counters.unstorable_threads += 1
-        shared.counters.unstorable_writes += len(dropped)
+    dropped = _drop_unflushed(shared, thread_id)
     first = min((item.checkpoint_id for item in dropped), default="")
     lost = shared.unstorable.remember(thread_id, first, f"{type(error).__name__}: {error}")
     logger.error(
@@ -656,29 +723,24 @@ def flush_all(tiers: Tiers) -> int:
 
     Runtime complexity: one durable write per unflushed item.
     """
-    if tiers.shared.write != "back":
-        return 0
-    flushed, failure = 0, None
-    for thread_id in tiers.shared.dirty.dirty_threads():
-        try:
-            flushed += flush_thread(tiers, thread_id)
-        except Exception as error:
-            failure = failure or error
-    if failure is not None:
-        raise failure
-    return flushed
+    return _drive(tiers, _all_plan(tiers))
 
 
 async def aflush_all(tiers: Tiers) -> int:
     """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
+    return await _adrive(tiers, _all_plan(tiers))
+
+
+def _all_plan(tiers: Tiers) -> Plan[int]:
     if tiers.shared.write != "back":
         return 0
     flushed, failure = 0, None
     for thread_id in tiers.shared.dirty.dirty_threads():
-        try:
-            flushed += await aflush_thread(tiers, thread_id)
-        except Exception as error:
-            failure = failure or error
+        done = yield _Step("flush", thread_id)
+        if isinstance(done, Exception):
+            failure = failure or done
+        else:
+            flushed += done or 0
     if failure is not None:
         raise failure
     return flushed
@@ -830,31 +892,26 @@ def spill(tiers: Tiers) -> None:
 
     Runtime complexity: one durable write per unflushed item of those threads.
     """
+    _drive(tiers, _spill_plan(tiers))
+
+
+async def aspill(tiers: Tiers) -> None:
+    """Async ``spill``: each flush awaits the durable tier. Runtime complexity: that of ``spill``."""
+    await _adrive(tiers, _spill_plan(tiers))
+
+
+def _spill_plan(tiers: Tiers) -> Plan[None]:
     requests = _spill_requests(tiers.shared)
     if known_down(tiers):
         return  # no write waits on a tier that is down: their writes stay in the ledger for the next flush
     for thread_id in requests:
         start = time.perf_counter()
-        try:
-            flush_thread(tiers, thread_id)
-        except Exception:
-            logger.exception("flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id)
+        done = yield _Step("flush", thread_id)
+        if isinstance(done, Exception):
+            logger.error(
+                "flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id, exc_info=done
+            )
             continue  # counted by the flush; retried by the next flush
-        _count_spill(tiers.shared, time.perf_counter() - start)
-
-
-async def aspill(tiers: Tiers) -> None:
-    """Async ``spill``: each flush awaits the durable tier. Runtime complexity: that of ``spill``."""
-    requests = _spill_requests(tiers.shared)
-    if known_down(tiers):
-        return
-    for thread_id in requests:
-        start = time.perf_counter()
-        try:
-            await aflush_thread(tiers, thread_id)
-        except Exception:
-            logger.exception("flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id)
-            continue
         _count_spill(tiers.shared, time.perf_counter() - start)
 
 
@@ -863,10 +920,7 @@ def deliver(tiers: Tiers) -> None:
 
     Runtime complexity: O(1) when nothing waits; else the hook's per drop, and that of ``spill``.
     """
-    announcements = tiers.shared.hot.store.pending_drops()
-    if announcements is not None:
-        announcing.deliver(announcements)
-    if tiers.shared.spill_requests:
+    if _announce(tiers):
         spill(tiers)
 
 
@@ -874,8 +928,13 @@ async def adeliver(tiers: Tiers) -> None:
     """Async ``deliver``. The hook is the tiered saver's own (``Shared.on_hot_drop``: O(1), no I/O), so it runs
     inline; the spills await the durable tier. Runtime complexity: that of ``deliver``.
     """
+    if _announce(tiers):
+        await aspill(tiers)
+
+
+def _announce(tiers: Tiers) -> bool:
+    """Hand the hot tier's drops to the hook; return whether evicted dirty threads wait for a spill."""
     announcements = tiers.shared.hot.store.pending_drops()
     if announcements is not None:
         announcing.deliver(announcements)
-    if tiers.shared.spill_requests:
-        await aspill(tiers)
+    return bool(tiers.shared.spill_requests)

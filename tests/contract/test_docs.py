@@ -80,29 +80,7 @@ def pages() -> list[Path]:
 
 def fenced_blocks(path: Path) -> Iterator[Block]:
     """Every fenced block of a Markdown file, with the language its fence names."""
-    lines = path.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        opening = FENCE.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        indent, fence = opening["indent"], opening["fence"]
-        info = opening["info"].strip()
-        end = index + 1
-        while end < len(lines) and not re.fullmatch(rf" *{re.escape(fence[0])}{{{len(fence)},}}\s*", lines[end]):
-            end += 1
-        body = [line.removeprefix(indent) for line in lines[index + 1 : end]]
-        before = lines[index - 1] if index else ""
-        marker = NOT_RUN.match(before)
-        yield Block(
-            page=str(path.relative_to(ROOT)),
-            line=index + 1,
-            language=info.split()[0].lower() if info else "",
-            code="\n".join(body) + "\n",
-            not_run=marker["reason"].strip() if marker else None,
-        )
-        index = end + 1
+    yield from _blocks_of_text(path.read_text(), str(path.relative_to(ROOT)))
 
 
 REFERENCE = re.compile(r"^::: (?P<path>[\w.]+)\s*$", flags=re.M)
@@ -128,6 +106,8 @@ def docstring_blocks() -> Iterator[Block]:
 
 
 def _blocks_of_text(text: str, page: str) -> Iterator[Block]:
+    """Every fenced block of a text (a page, a docstring), with the language its fence names and the reason a
+    ``NOT_RUN`` comment just above it gives."""
     lines = text.splitlines()
     index = 0
     while index < len(lines):
@@ -141,7 +121,14 @@ def _blocks_of_text(text: str, page: str) -> Iterator[Block]:
         while end < len(lines) and not re.fullmatch(rf" *{re.escape(fence[0])}{{{len(fence)},}}\s*", lines[end]):
             end += 1
         body = [line.removeprefix(indent) for line in lines[index + 1 : end]]
-        yield Block(page, index + 1, info.split()[0].lower() if info else "", "\n".join(body) + "\n", None)
+        marker = NOT_RUN.match(lines[index - 1] if index else "")
+        yield Block(
+            page=page,
+            line=index + 1,
+            language=info.split()[0].lower() if info else "",
+            code="\n".join(body) + "\n",
+            not_run=marker["reason"].strip() if marker else None,
+        )
         index = end + 1
 
 

@@ -32,7 +32,7 @@ def stocked() -> Store:
             )
             store.put_checkpoint(thread, namespace, record, {("c", "v1"): ("json", b"value")})
             store.put_writes(thread, namespace, f"1ef-{number}", [WriteRecord.of("task", 0, "c", ("json", b"w"))])
-    store.announce()
+    store.announcements.deliver()
     store.snapshot()
     store.check()
     return store

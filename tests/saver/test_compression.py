@@ -21,7 +21,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import (
     BoundedInMemorySaver,
@@ -31,6 +30,7 @@ from langgraph.checkpoint.bounded import (
 )
 from langgraph.checkpoint.bounded import compression as compression_module
 from langgraph.checkpoint.bounded.payload_tags import allows_pickle, base_type
+from tests.support.graphs import linear
 
 TEXT = "The weather in Paris is mild today; the assistant looks up the forecast and answers. " * 40
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -130,9 +130,7 @@ class Chat(TypedDict):
 
 
 def graph(checkpointer: Any) -> Any:
-    builder = StateGraph(Chat)
-    builder.add_node("reply", lambda state: {"text": state["text"] + TEXT})
-    builder.add_edge(START, "reply")
+    builder = linear(Chat, {"reply": lambda state: {"text": state["text"] + TEXT}})
     return builder.compile(checkpointer=checkpointer)
 
 

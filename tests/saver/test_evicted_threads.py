@@ -7,7 +7,6 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import (
     BoundedInMemorySaver,
@@ -16,6 +15,7 @@ from langgraph.checkpoint.bounded import (
     ThreadEvictedError,
 )
 from tests.conftest import FakeClock, make_saver
+from tests.support.graphs import linear
 from tests.support.helpers import config, fingerprint, put
 
 
@@ -92,13 +92,9 @@ def self_evicting_graph(saver: BoundedInMemorySaver, clock: FakeClock, how: str)
             put(saver, f"newcomer-{len(state['log'])}", {"x": 1})  # max_threads=1: evicts the running thread
         return {"log": ["trouble"]}
 
-    builder = StateGraph(Log)
-    builder.add_node("first", lambda state: {"log": ["first"]})
-    builder.add_node("trouble", trouble)
-    builder.add_node("last", lambda state: {"log": ["last"]})
-    builder.add_edge(START, "first")
-    builder.add_edge("first", "trouble")
-    builder.add_edge("trouble", "last")
+    builder = linear(
+        Log, {"first": lambda state: {"log": ["first"]}, "trouble": trouble, "last": lambda state: {"log": ["last"]}}
+    )
     return builder.compile(checkpointer=saver)
 
 
@@ -130,7 +126,5 @@ def test_a_run_whose_thread_is_dropped_fails_loudly(how: str, use_async: bool, d
 
 
 def one_node_graph(entry: str, saver: BoundedInMemorySaver) -> Any:
-    builder = StateGraph(Log)
-    builder.add_node("only", lambda state: {"log": [entry]})
-    builder.add_edge(START, "only")
+    builder = linear(Log, {"only": lambda state: {"log": [entry]}})
     return builder.compile(checkpointer=saver)

@@ -20,7 +20,7 @@ from langgraph.checkpoint.bounded import (
 )
 from tests.conftest import FakeClock
 from tests.support.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, interrupt_and_resume
-from tests.support.helpers import config, fingerprint, make_checkpoint, put
+from tests.support.helpers import SteppingClock, config, fingerprint, make_checkpoint, put
 
 
 def snapshot(saver: BoundedInMemorySaver, thread_id: str) -> list[Any]:
@@ -254,17 +254,6 @@ def test_a_sync_caller_runs_an_async_hook_to_completion() -> None:
     assert announced == ["first", "second"]
 
 
-class CountingClock:
-    """Every reading is one tick later: drops get distinct, increasing times."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
 @pytest.mark.parametrize("kind", ["sync hook", "async hook"])
 def test_announcements_keep_drop_order_across_concurrent_async_callers(kind: str) -> None:
     times: list[float] = []
@@ -278,7 +267,7 @@ def test_announcements_keep_drop_order_across_concurrent_async_callers(kind: str
         times.append(dropped.dropped_at)
 
     hook = sync_hook if kind == "sync hook" else async_hook
-    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=2, on_evict=hook), clock=CountingClock())
+    saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=2, on_evict=hook), clock=SteppingClock())
 
     async def writer(index: int) -> None:
         for turn in range(10):

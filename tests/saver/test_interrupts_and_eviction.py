@@ -19,7 +19,6 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.base import WRITES_IDX_MAP
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from langgraph.checkpoint.bounded import (
@@ -35,6 +34,7 @@ from langgraph.checkpoint.bounded.engine import ResumeRefusedError, Store, Store
 from langgraph.checkpoint.bounded.engine.errors import utc_text
 from langgraph.checkpoint.bounded.interrupts import ANSWER_CHANNELS
 from tests.conftest import FakeClock
+from tests.support.graphs import linear
 from tests.support.helpers import fingerprint, put
 from tests.support.paths import ROOT
 
@@ -75,15 +75,7 @@ class App:
                 self.sent.append(state["messages"][-1])
             return {}
 
-        builder = StateGraph(Review)
-        builder.add_node("draft", draft)
-        builder.add_node("review", review)
-        builder.add_node("send", send)
-        builder.add_edge(START, "draft")
-        builder.add_edge("draft", "review")
-        builder.add_edge("review", "send")
-        builder.add_edge("send", END)
-        self.graph = builder.compile(checkpointer=saver)
+        self.graph = linear(Review, {"draft": draft, "review": review, "send": send}).compile(checkpointer=saver)
 
     def run(self, thread_id: str, payload: Any, *, use_async: bool, durability: str) -> Any:
         run_config: Any = {"configurable": {"thread_id": thread_id}}

@@ -35,6 +35,7 @@ from langgraph.checkpoint.bounded.engine import (
     memory,
 )
 from tests.conftest import FakeClock
+from tests.support.graphs import linear
 from tests.support.helpers import config, fingerprint, make_checkpoint, put
 
 UNBOUNDED = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000}  # tombstones: the default
@@ -50,11 +51,9 @@ class Counter(TypedDict, total=False):
 
 def tiny(saver: BoundedInMemorySaver) -> Any:
     """Two nodes, two small channels: overhead dominates its checkpoints."""
-    builder = StateGraph(Counter)
-    builder.add_node("count", lambda state: {"n": state.get("n", 0) + 1})
-    builder.add_node("note", lambda state: {"note": "ok"})
-    builder.add_edge(START, "count")
-    builder.add_edge("count", "note")
+    builder = linear(
+        Counter, {"count": lambda state: {"n": state.get("n", 0) + 1}, "note": lambda state: {"note": "ok"}}
+    )
     return builder.compile(checkpointer=saver)
 
 
@@ -64,20 +63,14 @@ class Chat(TypedDict, total=False):
 
 def chat(saver: BoundedInMemorySaver, size: int) -> Any:
     """One node that appends a message of ``size`` characters."""
-    builder = StateGraph(Chat)
-    builder.add_node("reply", lambda state: {"messages": [{"role": "assistant", "content": "x" * size}]})
-    builder.add_edge(START, "reply")
+    builder = linear(Chat, {"reply": lambda state: {"messages": [{"role": "assistant", "content": "x" * size}]}})
     return builder.compile(checkpointer=saver)
 
 
 def with_subgraph(saver: BoundedInMemorySaver) -> Any:
     """A node that calls a compiled subgraph: a new namespace per call."""
-    inner = StateGraph(Counter)
-    inner.add_node("step", lambda state: {"n": state.get("n", 0) + 1})
-    inner.add_edge(START, "step")
-    outer = StateGraph(Counter)
-    outer.add_node("call", inner.compile())
-    outer.add_edge(START, "call")
+    inner = linear(Counter, {"step": lambda state: {"n": state.get("n", 0) + 1}})
+    outer = linear(Counter, {"call": inner.compile()})
     return outer.compile(checkpointer=saver)
 
 
@@ -118,12 +111,16 @@ def traced_heap(saver: BoundedInMemorySaver, workload: Workload) -> int:
     app = build(saver)
     app.invoke(inputs, {"configurable": {"thread_id": "warm-up"}})  # LangGraph's caches, before the readings
     saver.delete_thread("warm-up")
+    return traced(lambda: [app.invoke(inputs, {"configurable": {"thread_id": thread_of(run)}}) for run in range(runs)])
+
+
+def traced(action: Callable[[], object]) -> int:
+    """Bytes that ``action`` leaves allocated, as tracemalloc traces them (after a collection)."""
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for run in range(runs):
-            app.invoke(inputs, {"configurable": {"thread_id": thread_of(run)}})
+        action()
         gc.collect()
         return tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -259,9 +256,7 @@ def wide_graph(saver: BoundedInMemorySaver, every_turn: int) -> Writer:
     def node(values: dict[str, int]) -> dict[str, int]:
         return {name: values.get(name, 0) + 1 for name in (names[:every_turn] if values else names)}
 
-    builder = StateGraph(state)
-    builder.add_node("write", node)
-    builder.add_edge(START, "write")
+    builder = linear(state, {"write": node})
     app = builder.compile(checkpointer=saver)
 
     def write(index: int) -> str:
@@ -309,16 +304,7 @@ SHAPES: dict[str, tuple[Callable[[BoundedInMemorySaver], Writer], int]] = {
 def traced_writes(saver: BoundedInMemorySaver, write: Writer, count: int) -> int:
     """Bytes the store holds after ``count`` threads are written, as tracemalloc traces them."""
     saver.delete_thread(write(-1))  # caches, the channel names the store remembers: before the readings
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for index in range(count):
-            write(index)
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    return traced(lambda: [write(index) for index in range(count)])
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

@@ -19,7 +19,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
-from tests.support.graphs import Runner, describe, extend, thread
+from tests.support.graphs import Runner, describe, extend, linear, thread
 from tests.support.helpers import fingerprint
 
 ROLLING = {"on_namespace_limit": "prune_oldest", "on_checkpoint_limit": "prune_oldest"}
@@ -40,30 +40,22 @@ class Turn(TypedDict, total=False):
 
 def subgraph_node(checkpointer: Any) -> Any:
     """START -> think (a compiled subgraph: one namespace per call)."""
-    inner = StateGraph(Turn)
-    inner.add_node("draft", lambda state: {"last": f"draft {state.get('turns', 0)}"})
-    inner.add_node("polish", lambda state: {"last": state["last"] + " polished", "turns": state.get("turns", 0) + 1})
-    inner.add_edge(START, "draft")
-    inner.add_edge("draft", "polish")
-    outer = StateGraph(Turn)
-    outer.add_node("think", inner.compile())
-    outer.add_edge(START, "think")
+    inner = linear(
+        Turn,
+        {
+            "draft": lambda state: {"last": f"draft {state.get('turns', 0)}"},
+            "polish": lambda state: {"last": state["last"] + " polished", "turns": state.get("turns", 0) + 1},
+        },
+    )
+    outer = linear(Turn, {"think": inner.compile()})
     return outer.compile(checkpointer=checkpointer)
 
 
 def nested_subgraphs(checkpointer: Any) -> Any:
     """START -> middle (a subgraph) -> inner (a subgraph of the subgraph)."""
-    innermost = StateGraph(Turn)
-    innermost.add_node("count", lambda state: {"turns": state.get("turns", 0) + 1})
-    innermost.add_edge(START, "count")
-    middle = StateGraph(Turn)
-    middle.add_node("inner", innermost.compile())
-    middle.add_node("note", lambda state: {"last": f"turn {state['turns']}"})
-    middle.add_edge(START, "inner")
-    middle.add_edge("inner", "note")
-    outer = StateGraph(Turn)
-    outer.add_node("middle", middle.compile())
-    outer.add_edge(START, "middle")
+    innermost = linear(Turn, {"count": lambda state: {"turns": state.get("turns", 0) + 1}})
+    middle = linear(Turn, {"inner": innermost.compile(), "note": lambda state: {"last": f"turn {state['turns']}"}})
+    outer = linear(Turn, {"middle": middle.compile()})
     return outer.compile(checkpointer=checkpointer)
 
 
@@ -80,9 +72,7 @@ class Work(TypedDict, total=False):
 
 def map_reduce(checkpointer: Any) -> Any:
     """plan -> Send one worker subgraph per item -> reduce."""
-    worker = StateGraph(Work)
-    worker.add_node("square", lambda state: {"results": [state["item"] ** 2]})
-    worker.add_edge(START, "square")
+    worker = linear(Work, {"square": lambda state: {"results": [state["item"] ** 2]}})
     builder = StateGraph(MapReduce)
     builder.add_node("plan", lambda state: {"results": []})
     builder.add_node("worker", worker.compile())
@@ -97,14 +87,8 @@ def map_reduce(checkpointer: Any) -> Any:
 
 def asking_subgraph(checkpointer: Any) -> Any:
     """START -> ask, a subgraph whose node interrupts for an answer."""
-    inner = StateGraph(Turn)
-    inner.add_node("question", lambda state: {"last": f"answer: {interrupt('why?')}"})
-    inner.add_edge(START, "question")
-    outer = StateGraph(Turn)
-    outer.add_node("ask", inner.compile())
-    outer.add_node("count", lambda state: {"turns": state.get("turns", 0) + 1})
-    outer.add_edge(START, "ask")
-    outer.add_edge("ask", "count")
+    inner = linear(Turn, {"question": lambda state: {"last": f"answer: {interrupt('why?')}"}})
+    outer = linear(Turn, {"ask": inner.compile(), "count": lambda state: {"turns": state.get("turns", 0) + 1}})
     return outer.compile(checkpointer=checkpointer)
 
 
@@ -119,14 +103,11 @@ class Reply(TypedDict, total=False):
 
 def delta_with_subgraph(checkpointer: Any) -> Any:
     """A root DeltaChannel conversation whose reply comes from a subgraph (which sees only ``last``)."""
-    inner = StateGraph(Reply)
-    inner.add_node("reply", lambda state: {"last": "reply"})
-    inner.add_edge(START, "reply")
-    outer = StateGraph(DeltaTurn)
-    outer.add_node("think", inner.compile())
-    outer.add_node("record", lambda state: {"items": [f"{state['last']} {len(state['items'])}"]})
-    outer.add_edge(START, "think")
-    outer.add_edge("think", "record")
+    inner = linear(Reply, {"reply": lambda state: {"last": "reply"}})
+    outer = linear(
+        DeltaTurn,
+        {"think": inner.compile(), "record": lambda state: {"items": [f"{state['last']} {len(state['items'])}"]}},
+    )
     return outer.compile(checkpointer=checkpointer)
 
 

@@ -8,11 +8,10 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from tests.conftest import make_saver
-from tests.support.graphs import extend
+from tests.support.graphs import extend, linear
 from tests.support.helpers import config, fingerprint, make_checkpoint, put
 
 
@@ -93,9 +92,7 @@ class Conversation(TypedDict, total=False):
 
 
 def conversation(checkpointer: Any) -> Any:
-    builder = StateGraph(Conversation)
-    builder.add_node("reply", lambda state: {"history": [f"reply {len(state['history'])}"], "turns": 1})
-    builder.add_edge(START, "reply")
+    builder = linear(Conversation, {"reply": lambda state: {"history": [f"reply {len(state['history'])}"], "turns": 1}})
     return builder.compile(checkpointer=checkpointer)
 
 

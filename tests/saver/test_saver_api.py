@@ -15,11 +15,10 @@ from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver
 from langgraph.checkpoint.bounded.saver import LIST_BATCH
-from tests.support.graphs import Runner, delta_channel_conversation, delta_graph, extend
+from tests.support.graphs import Runner, delta_channel_conversation, delta_graph, extend, linear
 from tests.support.helpers import config, make_checkpoint, put
 
 # --- answers equal to the stock saver's ---------------------------------------------------------
@@ -177,9 +176,7 @@ class SlowSnapshotState(TypedDict, total=False):
 def snapshot_every_two_runs_graph(checkpointer: BoundedInMemorySaver) -> Any:
     """Two updates per run (input and reply), so a snapshot lands every other run
     and a run's checkpoints rebuild from the previous run's writes."""
-    builder = StateGraph(SlowSnapshotState)
-    builder.add_node("reply", lambda state: {"items": [f"reply to {state['items'][-1]}"]})
-    builder.add_edge(START, "reply")
+    builder = linear(SlowSnapshotState, {"reply": lambda state: {"items": [f"reply to {state['items'][-1]}"]}})
     return builder.compile(checkpointer=checkpointer)
 
 

@@ -4,14 +4,12 @@ internals), and the line a server logs at start-up with the limits that took eff
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterator
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig, TieredSaver
-from langgraph.checkpoint.bounded.serving import ENV_PREFIX, checkpointer, reset_shared_saver, shared_saver
+from langgraph.checkpoint.bounded.serving import checkpointer, shared_saver
 from tests.support.helpers import put
 
 
@@ -70,15 +68,6 @@ def test_the_tiered_stats_print_their_lines_then_the_hot_tier_s_indented() -> No
 
 
 # --- the start-up line under the serving factory ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
-        monkeypatch.delenv(name)
-    reset_shared_saver()
-    yield monkeypatch
-    reset_shared_saver()
 
 
 async def test_the_memory_saver_logs_the_limits_that_took_effect_at_start_up(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -12,17 +14,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, CheckpointCapacityError, InMemoryCheckpointConfig
 from langgraph.checkpoint.bounded.metrics import (
     PREFIX,
+    RETENTION_METRICS,
+    SAVER_METRICS,
     STATS_NOT_EXPORTED,
+    TIERED_METRICS,
     SaverCollector,
     register_metrics,
     unregister_metrics,
 )
 from langgraph.checkpoint.bounded.saver import SaverStats
+from langgraph.checkpoint.bounded.tiered import TieredSaver
 from tests.conftest import FakeClock
+from tests.support.durable_savers import sqlite_durable
 from tests.support.helpers import put
 
 
-def scraped(saver: BoundedInMemorySaver) -> CollectorRegistry:
+def scraped(saver: BoundedInMemorySaver | TieredSaver) -> CollectorRegistry:
     registry = CollectorRegistry()
     register_metrics(saver, registry)
     return registry
@@ -158,3 +165,34 @@ def test_a_second_saver_needs_a_registry_of_its_own() -> None:
     register_metrics(second, registry)
     put(second, "t", {"n": 1})
     assert registry.get_sample_value(PREFIX + "threads") == 1
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
+DOCUMENTED_ROW = re.compile(r"^\| `(?P<name>" + PREFIX + r"[a-z_<>]+)(?:\{[a-z_,]+\})?` \| (?P<kind>gauge|counter) \|")
+
+
+def documented_metrics() -> dict[str, str]:
+    """The metric tables of docs/reference/metrics.md: family name (a counter's without ``_total``) to type."""
+    documented: dict[str, str] = {}
+    for line in REFERENCE.read_text().splitlines():
+        row = DOCUMENTED_ROW.match(line)
+        if row:
+            name = row["name"].removesuffix("_total") if row["kind"] == "counter" else row["name"]
+            assert name not in documented, f"{name} is documented twice"
+            documented[name] = row["kind"]
+    return documented
+
+
+def test_the_reference_documents_every_metric_exported_and_nothing_else(tmp_path: Path) -> None:
+    saver = TieredSaver(sqlite_durable(tmp_path / "m.db"))  # the tiered saver exports every table's metrics
+    try:
+        families = list(text_string_to_metric_families(generate_latest(scraped(saver)).decode()))
+    finally:
+        saver.close()
+    settings = {PREFIX + field.name for field in fields(saver.config)}
+    exported = {family.name: family.type for family in families if family.name not in settings}
+    documented = documented_metrics()
+    assert documented.pop(PREFIX + "<field>") == "gauge"  # the settings' row stands for one gauge per field
+    assert exported == documented  # same names, same types: a new row in a table needs its line in the reference
+    tables = {PREFIX + row.name: row.kind for row in (*SAVER_METRICS, *TIERED_METRICS, *RETENTION_METRICS)}
+    assert tables.items() <= exported.items()

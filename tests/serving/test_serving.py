@@ -206,16 +206,6 @@ def test_a_field_of_a_type_without_parser_is_reported(monkeypatch: pytest.Monkey
 # --- the process-wide saver ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """A clean slate: no BOUNDED_SAVER_* variables and no shared saver, before and after."""
-    for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
-        monkeypatch.delenv(name)
-    reset_shared_saver()
-    yield monkeypatch
-    reset_shared_saver()
-
-
 def enter_in_a_new_event_loop(results: list[BoundedInMemorySaver], entered: threading.Barrier) -> None:
     async def hold() -> None:
         async with checkpointer() as saver, checkpointer() as again:  # nested entries, one loop

@@ -107,6 +107,18 @@ class ChatState(TypedDict, total=False):
     count: int
 
 
+def linear(state: Any, nodes: dict[str, Any]) -> StateGraph:
+    """A graph builder whose nodes run one after the other, in ``nodes``' order, from START to END."""
+    builder = StateGraph(state)
+    previous = START
+    for name, node in nodes.items():
+        builder.add_node(name, node)
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder
+
+
 def approval_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any:
     """draft -> ask (interrupts for approval) -> finish."""
 
@@ -123,15 +135,7 @@ def approval_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> 
         counted(calls, "finish")
         return {"messages": [f"done: {state['approved']}"]}
 
-    builder = StateGraph(ChatState)
-    builder.add_node("draft", draft)
-    builder.add_node("ask", ask)
-    builder.add_node("finish", finish)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "ask")
-    builder.add_edge("ask", "finish")
-    builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear(ChatState, {"draft": draft, "ask": ask, "finish": finish}).compile(checkpointer=checkpointer)
 
 
 def nested_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any:
@@ -145,11 +149,7 @@ def nested_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> An
         counted(calls, "inner_ask")
         return {"messages": [f"inner answer {interrupt('inner?')}"]}
 
-    sub = StateGraph(ChatState)
-    sub.add_node("inner_work", inner_work)
-    sub.add_node("inner_ask", inner_ask)
-    sub.add_edge(START, "inner_work")
-    sub.add_edge("inner_work", "inner_ask")
+    sub = linear(ChatState, {"inner_work": inner_work, "inner_ask": inner_ask})
 
     def before(state: ChatState) -> dict:
         counted(calls, "before")
@@ -159,14 +159,9 @@ def nested_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> An
         counted(calls, "after")
         return {"messages": ["after"]}
 
-    builder = StateGraph(ChatState)
-    builder.add_node("before", before)
-    builder.add_node("sub", sub.compile())
-    builder.add_node("after", after)
-    builder.add_edge(START, "before")
-    builder.add_edge("before", "sub")
-    builder.add_edge("sub", "after")
-    return builder.compile(checkpointer=checkpointer)
+    return linear(ChatState, {"before": before, "sub": sub.compile(), "after": after}).compile(
+        checkpointer=checkpointer
+    )
 
 
 class FanState(TypedDict, total=False):
@@ -297,12 +292,7 @@ def delta_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any
         counted(calls, "review")
         return {"items": [f"reviewed {len(state['items'])}"]}
 
-    builder = StateGraph(DeltaState)
-    builder.add_node("respond", respond)
-    builder.add_node("review", review)
-    builder.add_edge(START, "respond")
-    builder.add_edge("respond", "review")
-    return builder.compile(checkpointer=checkpointer)
+    return linear(DeltaState, {"respond": respond, "review": review}).compile(checkpointer=checkpointer)
 
 
 # --- scenarios ----------------------------------------------------------------------------------------

@@ -83,3 +83,15 @@ def fingerprint(store: Store) -> Any:
         del counters["rejections"], counters["refused_checkpoint_records"]
         counters["memory_bytes"] -= memory.REFUSAL * len(store.refusals) + store.refusals.nbytes
         return threads, creation_order, counters
+
+
+class SteppingClock:
+    """A clock that moves a second at every reading: drops get distinct, increasing times, and every thread is
+    past a half-second TTL at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now

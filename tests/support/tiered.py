@@ -9,9 +9,7 @@ import operator
 import threading
 from typing import Annotated, Any, TypedDict
 
-from langgraph.graph import END, START, StateGraph
-
-from tests.support.graphs import SCENARIOS, Runner, describe, thread
+from tests.support.graphs import SCENARIOS, Runner, describe, linear, thread
 from tests.support.helpers import config, make_checkpoint
 
 WAIT = 60.0  # seconds a wait may take before the test fails (it is never reached when things work)
@@ -125,15 +123,7 @@ def three_steps(checkpointer: Any) -> Any:
     def fast(state: Log) -> dict[str, Any]:
         return {"log": [f"fast after {len(state['log'])}"]}
 
-    builder = StateGraph(Log)
-    builder.add_node("slow", slow)
-    builder.add_node("slower", slow)
-    builder.add_node("fast", fast)
-    builder.add_edge(START, "slow")
-    builder.add_edge("slow", "slower")
-    builder.add_edge("slower", "fast")
-    builder.add_edge("fast", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear(Log, {"slow": slow, "slower": slow, "fast": fast}).compile(checkpointer=checkpointer)
 
 
 async def concurrent_runs(checkpointer: Any, count: int) -> list[Any]:
@@ -154,3 +144,38 @@ def write_mode(write: str, **back: Any) -> Any:
     from langgraph.checkpoint.bounded import WriteBack, WriteThrough
 
     return WriteBack(**back) if write == "back" else WriteThrough()
+
+
+def flight_waiters(tiered: Any) -> int:
+    """How many reads wait for another caller's read of the same key (``TieredSaver``'s single flights)."""
+    flights = tiered._shared.flights
+    with flights.lock:
+        return sum(flight.waiters for flight in flights.flights.values())
+
+
+def wait_until(condition: Any) -> None:
+    """Return once ``condition()`` holds; fail after ``WAIT`` seconds."""
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.001)):
+        if condition():
+            return
+        pause.wait(0.001)
+    raise AssertionError("the condition never held")
+
+
+def read_together(tiered: Any, durable: Any, read: Any, count: int) -> list[Any]:
+    """``count`` threads call ``read()`` at once while the durable tier (a ``ControlledSqlite``) holds its
+    ``get_tuple``: the first enters the durable read, the others join its flight; then the gate opens. Returns
+    their answers."""
+    durable.close_gate("get_tuple")
+    answers: list[Any] = []
+    readers = [threading.Thread(target=lambda: answers.append(read())) for _ in range(count)]
+    readers[0].start()
+    assert durable.entered.wait(WAIT)
+    for reader in readers[1:]:
+        reader.start()
+    wait_until(lambda: flight_waiters(tiered) == count - 1)
+    durable.gate.set()
+    for reader in readers:
+        reader.join(WAIT)
+    return answers

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver
 from tests.support import graphs
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
+from tests.support.durable_savers import cluster_fixture
 from tests.support.graphs import SCENARIOS, Runner, describe, thread
 from tests.support.tiered import COPY, INTERLEAVED_SCENARIOS, concurrent_runs, interleaved_thread
 
@@ -32,11 +32,7 @@ WAIT = 120.0  # seconds before a run counts as hung (never reached when things w
 KINDS = ["sqlite", "postgres"]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the async PostgreSQL tiered tests"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the async PostgreSQL tiered tests")
 
 
 class RecordingExecutor(ThreadPoolExecutor):

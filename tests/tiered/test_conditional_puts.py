@@ -63,7 +63,7 @@ from langgraph.checkpoint.bounded.tiered.conditional import (
     put_if_newest,
 )
 from langgraph.checkpoint.bounded.tiered.durable import DurableSideError
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, set_up
 
 T = TypeVar("T")
 
@@ -192,11 +192,7 @@ class Backend:
         return {"checkpoints": sorted(checkpoints), "blobs": sorted(blobs)}
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the conditional-write tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the conditional-write tests over PostgreSQL")
 
 
 def _sqlite_path(tmp_path: Path) -> str:
@@ -702,12 +698,7 @@ def one_wins(kind: str, where: str, side: str) -> None:
             except BaseException as error:  # handed to the test's thread, which asserts on it
                 outcomes[name] = error
 
-        gate_a.armed = True
-        first = threading.Thread(target=attempt, args=("a", a))
-        first.start()
-        assert gate_a.entered.wait(DEADLINE), "A never reached its put"
-        second = threading.Thread(target=attempt, args=("b", b))
-        second.start()
+        first, second = a_then_b(attempt, a, b, gate_a)
         wait_until(lambda: waiting() or not second.is_alive(), "B to wait at the lock (or to finish)")
         assert second.is_alive() and "b" not in outcomes, f"B finished while A held the lock: {outcomes}"
         gate_a.opened.set()
@@ -743,12 +734,7 @@ def test_on_a_pool_a_wait_at_the_lock_holds_up_no_other_call(kind: str, where: s
             except BaseException as error:  # handed to the test's thread, which asserts on it
                 outcomes[name] = error
 
-        gate_a.armed = True
-        first = threading.Thread(target=attempt, args=("a", a))
-        first.start()
-        assert gate_a.entered.wait(DEADLINE), "A never reached its put"
-        second = threading.Thread(target=attempt, args=("b", b))
-        second.start()
+        first, second = a_then_b(attempt, a, b, gate_a)
         wait_until(waiting, "B to wait at the lock")
         read: list[str | None] = []
         reader = threading.Thread(target=lambda: read.append(newest_id(b, thread_id)))
@@ -761,6 +747,19 @@ def test_on_a_pool_a_wait_at_the_lock_holds_up_no_other_call(kind: str, where: s
         reader.join(DEADLINE)
         assert not blocked and read == [root["id"]], "B's saver answered a read while B waited at the lock"
         assert isinstance(outcomes["b"], CheckpointConflictError) and outcomes["b"].found == outcomes["a"]
+
+
+def a_then_b(
+    attempt: Callable[[str, Backend], None], a: Backend, b: Backend, gate_a: Gate
+) -> tuple[threading.Thread, threading.Thread]:
+    """Start A's attempt and wait until it holds its put at ``gate_a``; then start B's. Returns both threads."""
+    gate_a.armed = True
+    first = threading.Thread(target=attempt, args=("a", a))
+    first.start()
+    assert gate_a.entered.wait(DEADLINE), "A never reached its put"
+    second = threading.Thread(target=attempt, args=("b", b))
+    second.start()
+    return first, second
 
 
 def lock_waiter(durable: Backend, started: threading.Event) -> Callable[[], bool]:

@@ -15,13 +15,11 @@ import asyncio
 import multiprocessing
 import operator
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import (
     CheckpointConflictError,
@@ -30,18 +28,15 @@ from langgraph.checkpoint.bounded import (
     WriteBack,
     WriteThrough,
 )
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, sqlite_durable
+from tests.support.graphs import linear
 from tests.support.helpers import config, make_checkpoint
 
 UPDATES_PER_PROCESS = 25
 DEADLINE = 120.0
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the conditional tiered tests"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the conditional tiered tests")
 
 
 def open_durable(database: str, where: str) -> Any:
@@ -164,9 +159,7 @@ class Count(TypedDict):
 
 
 def counter(checkpointer: Any) -> Any:
-    builder = StateGraph(Count)
-    builder.add_node("tick", lambda state: {"count": 0})
-    builder.add_edge(START, "tick")
+    builder = linear(Count, {"tick": lambda state: {"count": 0}})
     return builder.compile(checkpointer=checkpointer)
 
 

@@ -10,18 +10,16 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, WriteBack, WriteThrough
-from tests.support.durable_savers import ControlledSqlite, sqlite_durable
+from tests.support.durable_savers import ControlledSqlite, ForeignSaver, cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
-from tests.support.tiered import put_chain, write_mode
+from tests.support.tiered import flight_waiters, put_chain, read_together, wait_until, write_mode
 
 WAIT = 60.0
 ONE_THREAD = InMemoryCheckpointConfig(max_threads=1)
@@ -35,21 +33,6 @@ MODES = {
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "durable.sqlite"
-
-
-def waiters(tiered: TieredSaver) -> int:
-    flights = tiered._shared.flights
-    with flights.lock:
-        return sum(flight.waiters for flight in flights.flights.values())
-
-
-def wait_until(condition: Any) -> None:
-    pause = threading.Event()
-    for _ in range(int(WAIT / 0.001)):
-        if condition():
-            return
-        pause.wait(0.001)
-    raise AssertionError("the condition never held")
 
 
 def put_step(tiered: TieredSaver, thread_id: str, parent: dict[str, Any] | None, value: int) -> dict[str, Any]:
@@ -105,7 +88,7 @@ def test_a_read_never_answers_older_than_a_write_acknowledged_before_it_began(
                 await asyncio.sleep(0.001)
             write_then_evict()
             late = asyncio.ensure_future(aread())
-            while not late.done() and waiters(tiered) == 0:
+            while not late.done() and flight_waiters(tiered) == 0:
                 await asyncio.sleep(0.001)
             durable.release.set()
             return await early, await late
@@ -119,7 +102,7 @@ def test_a_read_never_answers_older_than_a_write_acknowledged_before_it_began(
         write_then_evict()
         second_reader = threading.Thread(target=lambda: answers.__setitem__("late", read()))
         second_reader.start()
-        wait_until(lambda: not second_reader.is_alive() or waiters(tiered) > 0)
+        wait_until(lambda: not second_reader.is_alive() or flight_waiters(tiered) > 0)
         durable.release.set()
         first_reader.join(WAIT)
         second_reader.join(WAIT)
@@ -136,18 +119,7 @@ def test_reads_that_begin_together_still_share_one_durable_read(db: Path) -> Non
     put_step(seed, "t", None, 1)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
-    answers: list[Any] = []
-    readers = [threading.Thread(target=lambda: answers.append(tiered.get_tuple(config("t")))) for _ in range(4)]
-    readers[0].start()
-    assert durable.entered.wait(WAIT)
-    for reader in readers[1:]:
-        reader.start()
-    wait_until(lambda: waiters(tiered) == 3)
-    durable.gate.set()
-    for reader in readers:
-        reader.join(WAIT)
+    answers = read_together(tiered, durable, lambda: tiered.get_tuple(config("t")), 4)
     assert durable.calls["get_tuple"] == 1 and len(answers) == 4
 
 
@@ -277,39 +249,7 @@ def test_an_id_below_the_latest_of_a_hot_thread_keeps_the_greatest_as_latest(db:
 # --- durable savers of every kind: SQLite, PostgreSQL, InMemorySaver, and one the tier knows nothing of --------------
 
 
-class ForeignSaver(BaseCheckpointSaver[str]):
-    """A durable saver of a kind the tiered saver does not know (it delegates to an ``InMemorySaver``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = StockSaver()
-
-    def get_tuple(self, config: Any) -> Any:
-        return self.inner.get_tuple(config)
-
-    def list(self, config: Any, **kwargs: Any) -> Any:
-        return self.inner.list(config, **kwargs)
-
-    def put(self, *args: Any) -> Any:
-        return self.inner.put(*args)
-
-    def put_writes(self, *args: Any, **kwargs: Any) -> None:
-        self.inner.put_writes(*args, **kwargs)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(thread_id)
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Any]:
-    from tests.support.durable_savers import running_cluster, set_up
-
-    for running in running_cluster("the tiered consistency tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
+postgres = cluster_fixture("the tiered consistency tests over PostgreSQL", name="postgres")
 
 
 def make_durable(kind: str, db: Path, request: pytest.FixtureRequest) -> Any:

@@ -15,14 +15,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from langgraph.checkpoint.bounded import TieredSaver
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, sqlite_durable
 from tests.support.paths import ROOT
 
 TURNS_BEFORE_THE_KILL = 12
@@ -119,11 +118,7 @@ def test_kill_9_over_sqlite_loses_nothing_acknowledged_or_flushed(tmp_path: Path
     check_readable(TieredSaver(sqlite_durable(path)), reported)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the tiered kill -9 test over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the tiered kill -9 test over PostgreSQL")
 
 
 @pytest.mark.parametrize("write", ["through", "back"])

@@ -159,8 +159,7 @@ def test_a_prune_waiting_in_the_only_job_worker_does_not_starve_the_write_holdin
 
     async def scenario() -> None:
         root = await put_root(tiered, "doomed")
-        durable.gated = {"put"}
-        durable.gate.clear()
+        durable.close_gate("put")
         writing = asyncio.ensure_future(put_child(tiered, root, "w"))
         await until(durable.entered.is_set, "the write waits inside its durable put, gate shared")
         pruning = asyncio.ensure_future(tiered.aprune(["doomed"], strategy="delete"))
@@ -188,8 +187,7 @@ def test_a_deletion_holding_the_gate_alone_does_not_starve_the_flushes_waiting_f
         if trigger == "acopy_thread":
             await put_root(tiered, "source")
             await tiered.aflush()
-        durable.gated = {"delete_thread"}
-        durable.gate.clear()
+        durable.close_gate("delete_thread")
         deleting = asyncio.ensure_future(tiered.adelete_thread("doomed"))
         await until(durable.entered.is_set, "the deletion waits inside its durable call, gate alone")
         if trigger == "aflush":

@@ -19,7 +19,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.types import Command
 
 from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
+from tests.support.durable_savers import PostgresCluster, cluster_fixture, postgres_saver
 from tests.support.graphs import SCENARIOS, Runner, approval_graph, describe, thread, without_interrupt_ids
 from tests.support.paths import ROOT
 from tests.support.tiered import graph_view, tuples
@@ -35,24 +34,7 @@ from tests.support.tiered import graph_view, tuples
 SMALL = InMemoryCheckpointConfig(max_threads=2)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the tiered PostgreSQL tests"):
-        set_up(running.conninfo)
-        yield running
-
-
-def connect(conninfo: str) -> Any:
-    from psycopg import Connection
-    from psycopg.rows import dict_row
-
-    return Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-
-
-def postgres_saver(conninfo: str) -> Any:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    return PostgresSaver(connect(conninfo))
+cluster = cluster_fixture("the tiered PostgreSQL tests")
 
 
 def pooled_saver(conninfo: str) -> Any:

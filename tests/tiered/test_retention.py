@@ -30,10 +30,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from langgraph.checkpoint.bounded import (
@@ -45,8 +43,8 @@ from langgraph.checkpoint.bounded import (
     WriteBack,
 )
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at, time_of
-from tests.support.durable_savers import ControlledSqlite, sqlite_durable
-from tests.support.graphs import approval_graph, delta_graph, describe, nested_graph, thread
+from tests.support.durable_savers import ControlledSqlite, ForeignSaver, sqlite_durable
+from tests.support.graphs import approval_graph, delta_graph, describe, linear, nested_graph, thread
 
 
 class Log(TypedDict):
@@ -55,12 +53,9 @@ class Log(TypedDict):
 
 def three_steps(checkpointer: Any) -> Any:
     """START -> a -> b: four checkpoints a turn (input, and one after each step), two pending writes a step."""
-    builder = StateGraph(Log)
-    builder.add_node("a", lambda state: {"log": ["a"]})
-    builder.add_node("b", lambda state: {"log": [f"b after {len(state['log'])}"]})
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", END)
+    builder = linear(
+        Log, {"a": lambda state: {"log": ["a"]}, "b": lambda state: {"log": [f"b after {len(state['log'])}"]}}
+    )
     return builder.compile(checkpointer=checkpointer)
 
 
@@ -88,29 +83,6 @@ class Clock:
         for longer than ``seconds``, what came after has not; every use in memory so far is that old too."""
         self.wall = mark + seconds
         self.offset += seconds
-
-
-class Foreign(BaseCheckpointSaver[str]):
-    """A saver retention has no SQL for and does not know: LangGraph's ``InMemorySaver`` behind its API."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = StockSaver()
-
-    def get_tuple(self, config: Any) -> Any:
-        return self.inner.get_tuple(config)
-
-    def list(self, config: Any, **kwargs: Any) -> Any:
-        return self.inner.list(config, **kwargs)
-
-    def put(self, *args: Any) -> Any:
-        return self.inner.put(*args)
-
-    def put_writes(self, *args: Any, **kwargs: Any) -> None:
-        self.inner.put_writes(*args, **kwargs)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(thread_id)
 
 
 def rows(path: Path, table: str, thread_id: str | None = None) -> int:
@@ -663,8 +635,8 @@ def test_a_tiered_saver_refuses_what_it_cannot_keep(tmp_path: Path) -> None:
         TieredSaver(sqlite_durable(tmp_path / "t.db"), retention={"idle_ttl_seconds": 5})
 
     with pytest.raises(ValueError, match="keep_last and strategy='keep_latest'"):
-        TieredSaver(Foreign(), retention=RetentionPolicy(keep_last=5))
-    TieredSaver(Foreign(), retention=RetentionPolicy(idle_ttl_seconds=5))  # deleting whole threads works
+        TieredSaver(ForeignSaver(), retention=RetentionPolicy(keep_last=5))
+    TieredSaver(ForeignSaver(), retention=RetentionPolicy(idle_ttl_seconds=5))  # deleting whole threads works
     with pytest.raises(ValueError, match="needs a retention policy"):
         TieredSaver(sqlite_durable(tmp_path / "u.db")).sweep()
     with pytest.raises(ValueError, match="max_threads"):

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
 
+from tests.support.graphs import linear
 from tests.support.paths import ROOT
 
 THREADS = 120
@@ -57,12 +57,13 @@ class Chat(TypedDict):
 
 
 def chat(checkpointer: Any) -> Any:
-    builder = StateGraph(Chat)
-    builder.add_node("think", lambda state: {"messages": [f"thought {len(state['messages'])}"]})
-    builder.add_node("answer", lambda state: {"messages": [f"answer {len(state['messages'])}"]})
-    builder.add_edge(START, "think")
-    builder.add_edge("think", "answer")
-    builder.add_edge("answer", END)
+    builder = linear(
+        Chat,
+        {
+            "think": lambda state: {"messages": [f"thought {len(state['messages'])}"]},
+            "answer": lambda state: {"messages": [f"answer {len(state['messages'])}"]},
+        },
+    )
     return builder.compile(checkpointer=checkpointer)
 
 

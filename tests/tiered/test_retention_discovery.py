@@ -33,14 +33,13 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver, WriteBack, WriteThrough
 from langgraph.checkpoint.bounded.tiered.landing import Landings
 from langgraph.checkpoint.bounded.tiered.retention.ids import checkpoint_id_at
 from langgraph.checkpoint.bounded.tiered.retention.sweep import DISCOVERY_OVERLAP_SECONDS
-from tests.support.durable_savers import ControlledSqlite, PostgresCluster, running_cluster, set_up, sqlite_durable
-from tests.support.graphs import thread
+from tests.support.durable_savers import ControlledSqlite, PostgresCluster, clean, cluster_fixture, sqlite_durable
+from tests.support.graphs import linear, thread
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import WAIT
 from tests.tiered.test_retention import Clock
@@ -49,11 +48,7 @@ SMALL = InMemoryCheckpointConfig(max_threads=4)
 BACKENDS = ["sqlite", "async_sqlite", "postgres", "async_postgres"]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the retention discovery PostgreSQL tests"):
-        set_up(running.conninfo)
-        yield running
+cluster = cluster_fixture("the retention discovery PostgreSQL tests")
 
 
 class Count(TypedDict):
@@ -62,9 +57,7 @@ class Count(TypedDict):
 
 def counter(checkpointer: Any) -> Any:
     """The retention guide's graph: three checkpoints an invoke."""
-    builder = StateGraph(Count)
-    builder.add_node("tick", lambda state: {"count": state["count"] + 1})
-    builder.add_edge(START, "tick")
+    builder = linear(Count, {"tick": lambda state: {"count": state["count"] + 1}})
     return builder.compile(checkpointer=checkpointer)
 
 
@@ -106,14 +99,6 @@ class Tables:
             str(self.conninfo), autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as connection:
             yield PostgresSaver(connection)
-
-
-def clean(conninfo: str) -> None:
-    from psycopg import Connection
-
-    with Connection.connect(conninfo, autocommit=True) as connection:
-        for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
-            connection.execute(f"DELETE FROM {table}")
 
 
 @contextlib.asynccontextmanager

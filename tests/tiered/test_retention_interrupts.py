@@ -27,7 +27,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +44,10 @@ from langgraph.checkpoint.bounded import (
 )
 from langgraph.checkpoint.bounded.tiered.retention.waiting import INTERRUPT_CHANNEL, REMOVED_TABLE
 from tests.saver.test_interrupts_and_eviction import App
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up, sqlite_durable
+from tests.support.durable_savers import ForeignSaver, PostgresCluster, cluster_fixture, connect, sqlite_durable
 from tests.support.graphs import approval_graph, nested_graph, thread, without_interrupt_ids
 from tests.support.paths import ROOT
-from tests.tiered.test_retention import SMALL, Clock, Foreign
+from tests.tiered.test_retention import SMALL, Clock
 
 DAY = 86_400.0
 WEEK = 7 * DAY
@@ -60,18 +59,7 @@ APIS = [False, True]
 # --- two databases ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the retention-and-interrupts PostgreSQL tests"):
-        set_up(running.conninfo)
-        yield running
-
-
-def connect(conninfo: str) -> Any:
-    from psycopg import Connection
-    from psycopg.rows import dict_row
-
-    return Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+cluster = cluster_fixture("the retention-and-interrupts PostgreSQL tests")
 
 
 @dataclass
@@ -357,19 +345,12 @@ def test_the_table_of_removals_keeps_one_ttl_of_them(backend: Backend) -> None:
     assert "__interrupt__" in fresh.invoke(Command(resume="x"), thread("first"))
 
 
-class Versioned(Foreign):
-    """A saver retention knows nothing of (``Foreign``), with LangGraph's versions, so that graphs run on it."""
-
-    def get_next_version(self, current: Any, channel: Any) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-
 @pytest.mark.parametrize("kind", ["other", "memory"])
 def test_through_the_api_a_waiting_thread_is_kept_then_deleted_and_its_resume_refused(kind: str) -> None:
     """Over ``InMemorySaver`` a kept waiting thread is pruned as keep_latest prunes; over a saver retention may not
     rewrite (``policy.kind_problem``) it is kept whole."""
     clock = Clock()
-    durable: Any = Versioned() if kind == "other" else StockSaver()
+    durable: Any = ForeignSaver() if kind == "other" else StockSaver()
     saver = saver_of(Backend("api"), clock, durable=durable, idle_ttl_seconds=DAY, interrupted_ttl_seconds=WEEK)
     app = approval_graph(saver, {})
     app.invoke({"messages": ["hi"]}, thread("waiting"))

@@ -19,13 +19,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, RetentionPolicy, TieredSaver
-from tests.support.durable_savers import PostgresCluster, running_cluster, set_up
+from tests.support.durable_savers import PostgresCluster, clean, cluster_fixture, connect, postgres_saver
 from tests.support.graphs import SCENARIOS, thread
 from tests.support.paths import ROOT
 from tests.tiered.test_retention_graphs import KEEP_LAST, WIDER, traces
@@ -34,30 +32,7 @@ SMALL = InMemoryCheckpointConfig(max_threads=2)
 DAY = 86_400.0
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
-    for running in running_cluster("the retention PostgreSQL tests"):
-        set_up(running.conninfo)
-        yield running
-
-
-def connect(conninfo: str) -> Any:
-    from psycopg import Connection
-    from psycopg.rows import dict_row
-
-    return Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-
-
-def postgres_saver(conninfo: str) -> Any:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    return PostgresSaver(connect(conninfo))
-
-
-def clean(conninfo: str) -> None:
-    with connect(conninfo) as connection:
-        for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
-            connection.execute(f"DELETE FROM {table}")
+cluster = cluster_fixture("the retention PostgreSQL tests")
 
 
 def count(conninfo: str, table: str, thread_id: str | None = None) -> int:

@@ -39,7 +39,6 @@ from langgraph.checkpoint.bounded.metrics import (
 )
 from langgraph.checkpoint.bounded.serving import (
     EMBEDDED_SQLITE_FILE,
-    ENV_PREFIX,
     ServingConfigError,
     TieredSettings,
     config_from_env,
@@ -168,17 +167,6 @@ def test_an_unreachable_postgres_stops_the_start_without_showing_its_password(
     with pytest.raises(ServingConfigError) as refused:
         open_durable(url)
     assert "BOUNDED_SAVER_DURABLE: cannot reach" in str(refused.value) and "hunter2" not in str(refused.value)
-
-
-@pytest.fixture
-def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    import os
-
-    for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
-        monkeypatch.delenv(name)
-    reset_shared_saver()
-    yield monkeypatch
-    reset_shared_saver()
 
 
 def test_the_shared_saver_is_tiered_over_the_named_file(environment: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from langgraph.checkpoint.bounded import (
@@ -43,19 +42,23 @@ from tests.support.graphs import (
     delta_channel_conversation,
     delta_graph,
     describe,
+    linear,
     thread,
     without_interrupt_ids,
 )
-from tests.support.helpers import config, make_checkpoint
+from tests.support.helpers import SteppingClock, config, make_checkpoint
 from tests.support.tiered import (
     INTERLEAVED_SCENARIOS,
     concurrent_runs,
+    flight_waiters,
     graph_view,
     interleaved_thread,
     put_chain,
+    read_together,
     run,
     run_interleaved,
     tuples,
+    wait_until,
     write_mode,
 )
 
@@ -312,18 +315,7 @@ def test_concurrent_misses_on_one_thread_read_the_durable_tier_once(db: Path) ->
     put_chain(TieredSaver(sqlite_durable(db)), "popular", 3)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
-    results: list[Any] = []
-    readers = [threading.Thread(target=lambda: results.append(tiered.get_tuple(thread("popular")))) for _ in range(6)]
-    readers[0].start()
-    assert durable.entered.wait(WAIT)
-    for reader in readers[1:]:
-        reader.start()
-    _wait_for(lambda: _waiters(tiered) == 5)
-    durable.gate.set()
-    for reader in readers:
-        reader.join(WAIT)
+    results = read_together(tiered, durable, lambda: tiered.get_tuple(thread("popular")), 6)
     assert durable.calls["get_tuple"] == 1
     assert len(results) == 6 and all(result == results[0] for result in results)
     assert len({id(result.checkpoint) for result in results}) == 6  # each caller has its own objects
@@ -336,31 +328,15 @@ def test_concurrent_async_misses_read_the_durable_tier_once(db: Path) -> None:
     tiered = TieredSaver(durable)
 
     async def main() -> list[Any]:
-        durable.gated = {"get_tuple"}
-        durable.gate.clear()
+        durable.close_gate("get_tuple")
         reads = [asyncio.ensure_future(tiered.aget_tuple(thread("popular"))) for _ in range(6)]
-        while _waiters(tiered) < 5:
+        while flight_waiters(tiered) < 5:
             await asyncio.sleep(0.001)
         durable.gate.set()
         return await asyncio.gather(*reads)
 
     results = asyncio.run(main())
     assert durable.calls["get_tuple"] == 1 and all(result == results[0] for result in results)
-
-
-def _waiters(tiered: TieredSaver) -> int:
-    flights = tiered._shared.flights
-    with flights.lock:
-        return sum(flight.waiters for flight in flights.flights.values())
-
-
-def _wait_for(condition: Any) -> None:
-    done = threading.Event()
-    for _ in range(int(WAIT / 0.001)):
-        if condition():
-            return
-        done.wait(0.001)
-    raise AssertionError("the condition never held")
 
 
 # --- no durable round trip under the engine's lock -------------------------------------------------------------------
@@ -371,8 +347,7 @@ def test_a_slow_durable_write_never_holds_up_other_threads_hot_reads_and_writes(
     tiered = TieredSaver(durable, write="through")
     put_chain(tiered, "busy", 1)
     put_chain(tiered, "other", 1)
-    durable.gated = {"put"}
-    durable.gate.clear()
+    durable.close_gate("put")
     writer = threading.Thread(target=lambda: put_chain(tiered, "busy", 2))
     writer.start()
     assert durable.entered.wait(WAIT)  # the writer waits inside the durable put...
@@ -508,12 +483,9 @@ def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, writ
     durable = sqlite_durable(db)
     rolling = InMemoryCheckpointConfig(max_checkpoints_per_thread=6, on_checkpoint_limit="prune_oldest")
     tiered = TieredSaver(durable, config=rolling, write=write)
-    builder = StateGraph(Asked)
-    builder.add_node("a", lambda state: {"log": ["a"]})
-    builder.add_node("ask", lambda state: {"log": [f"ans:{interrupt('q')}"]})
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "ask")
-    builder.add_edge("ask", END)
+    builder = linear(
+        Asked, {"a": lambda state: {"log": ["a"]}, "ask": lambda state: {"log": [f"ans:{interrupt('q')}"]}}
+    )
     app = builder.compile(checkpointer=tiered)
     thread = {"configurable": {"thread_id": "t"}}
     for turn in range(3):
@@ -529,17 +501,6 @@ def test_rolling_history_and_a_fork_read_every_pending_write_once(db: Path, writ
     for item in list(durable.list(thread)):  # read whole first: SqliteSaver's list holds its lock while iterating
         assert pending(tiered, item.config) == pending(durable, item.config), item.metadata
     tiered.close()
-
-
-class SteppingClock:
-    """A monotonic clock that moves a second at every reading: every thread is past a half-second TTL at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.mark.parametrize("write", ["through", "back"])
@@ -568,7 +529,7 @@ def test_a_thread_expiring_inside_its_own_put_keeps_every_value(db: Path, write:
 def test_write_back_flushes_periodically(db: Path) -> None:
     tiered = TieredSaver(sqlite_durable(db), write=WriteBack(flush_interval_seconds=0.01))
     put_chain(tiered, "a", 2)
-    _wait_for(lambda: tiered.stats().dirty_bytes == 0)
+    wait_until(lambda: tiered.stats().dirty_bytes == 0)
     assert len(tuples(sqlite_durable(db), "a")) == 2
     tiered.close()
 
@@ -583,7 +544,7 @@ def test_a_copy_keeps_the_periodic_flush_of_the_saver_it_came_from(db: Path, mon
     del original
     gc.collect()
     put_chain(copy, "a", 2)
-    _wait_for(lambda: copy.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+    wait_until(lambda: copy.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
     assert len(tuples(sqlite_durable(db), "a")) == 2
     copy.close()
 
@@ -594,7 +555,7 @@ def test_entering_a_closed_saver_resumes_its_periodic_flush(db: Path) -> None:
     tiered.close()
     with tiered:
         put_chain(tiered, "a", 2)
-        _wait_for(lambda: tiered.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
+        wait_until(lambda: tiered.stats().dirty_bytes == 0)  # no flush() and no close(): the periodic flush
         assert len(tuples(sqlite_durable(db), "a")) == 2
 
 
@@ -689,8 +650,7 @@ def test_a_read_through_under_way_does_not_bring_a_deleted_thread_back(db: Path)
     put_chain(TieredSaver(sqlite_durable(db)), "gone", 2)
     durable = ControlledSqlite(db)
     tiered = TieredSaver(durable)
-    durable.gated = {"get_tuple"}
-    durable.gate.clear()
+    durable.close_gate("get_tuple")
     reader = threading.Thread(target=lambda: tiered.get_tuple(thread("gone")))
     reader.start()
     assert durable.entered.wait(WAIT)

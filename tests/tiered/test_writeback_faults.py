@@ -29,7 +29,7 @@ from langgraph.checkpoint.bounded import (
 )
 from langgraph.checkpoint.bounded.tiered import flushing
 from langgraph.checkpoint.bounded.tiered.durable import DurableClosedError
-from tests.support.durable_savers import ControlledSqlite, sqlite_durable
+from tests.support.durable_savers import ControlledSqlite, cluster_fixture, postgres_saver, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 
 CALL_SECONDS = 0.015
@@ -199,8 +199,7 @@ def test_a_waiting_writer_waits_for_the_flush_under_way_instead_of_flushing(db: 
     tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=BOUND, max_dirty_seconds=BOUND), clock=clock)
     tiered.close()
     put_turn(tiered, "a", None, 0)
-    durable.gated = {"put"}
-    durable.gate.clear()
+    durable.close_gate("put")
     flusher = threading.Thread(target=tiered.flush)
     flusher.start()
     assert durable.entered.wait(10)  # the flush of a holds its first put
@@ -269,8 +268,7 @@ def test_puts_do_not_wait_on_a_tier_that_hangs_once_known_down(db: Path) -> None
     durable.failing = True
     put_turn(tiered, "t-1", None, 0)  # the spill of t-0 fails: known down
     durable.failing = False
-    durable.gated = {"put", "put_writes", "get_tuple"}
-    durable.gate.clear()  # any call now hangs
+    durable.close_gate("put", "put_writes", "get_tuple")  # any call now hangs
     calls = sum(durable.calls.values())
 
     def puts() -> None:
@@ -422,21 +420,7 @@ def test_unflushed_writes_lost_at_exit_end_the_process_with_an_error(db: Path, e
 # --- 36.4: a late flush under a deleted parent is refused --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Any:
-    from tests.support.durable_savers import running_cluster, set_up
-
-    for running in running_cluster("the write-back fault tests over PostgreSQL"):
-        set_up(running.conninfo)
-        yield running
-
-
-def postgres_saver(conninfo: str) -> Any:
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg import Connection
-    from psycopg.rows import dict_row
-
-    return PostgresSaver(Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+cluster = cluster_fixture("the write-back fault tests over PostgreSQL")
 
 
 class WallClock:

@@ -14,10 +14,10 @@ from typing import Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import START, StateGraph
 
 from langgraph.checkpoint.bounded import CheckpointCapacityError, InMemoryCheckpointConfig, TieredSaver, WriteBack
 from tests.support.durable_savers import ControlledSqlite, sqlite_durable
+from tests.support.graphs import linear
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import write_mode
 
@@ -41,9 +41,7 @@ def wide_graph(checkpointer: Any) -> Any:
         turn = len(state.get("key_0", "")) // 4_096  # type: ignore[misc]
         return {f"key_{i}": f"{i:04d}{turn}".ljust(4_096 * (turn + 1), "x") for i in range(WIDE_KEYS)}
 
-    builder = StateGraph(WideState)
-    builder.add_node("fill", fill)
-    builder.add_edge(START, "fill")
+    builder = linear(WideState, {"fill": fill})
     return builder.compile(checkpointer=checkpointer)
 
 

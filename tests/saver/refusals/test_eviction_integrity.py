@@ -21,7 +21,6 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
-from langgraph.graph import END, START, StateGraph
 
 from langgraph.checkpoint.bounded import (
     BoundedInMemorySaver,
@@ -34,6 +33,7 @@ from langgraph.checkpoint.bounded import (
 from langgraph.checkpoint.bounded.engine.eviction import EXPIRY_BUDGET
 from langgraph.checkpoint.bounded.engine.hooks import QUEUE_BOUND
 from tests.conftest import FakeClock, make_saver
+from tests.support.graphs import linear
 from tests.support.helpers import config, fingerprint, make_checkpoint, put
 
 
@@ -82,12 +82,7 @@ def test_a_run_whose_thread_was_evicted_and_revived_fails_and_leaves_the_new_run
             release.wait(10)
         return {"log": ["waited"]}
 
-    builder = StateGraph(Log)
-    builder.add_node("wait", wait)
-    builder.add_node("after", lambda state: {"log": ["after"]})
-    builder.add_edge(START, "wait")
-    builder.add_edge("wait", "after")
-    builder.add_edge("after", END)
+    builder = linear(Log, {"wait": wait, "after": lambda state: {"log": ["after"]}})
     app = builder.compile(checkpointer=saver)
     failure: list[BaseException] = []
 
@@ -158,18 +153,10 @@ def test_a_refused_put_in_a_new_namespace_leaves_no_namespace_of_writes() -> Non
 
 def serial_subgraphs(checkpointer: Any) -> Any:
     def sub(name: str) -> Any:
-        builder = StateGraph(Log)
-        builder.add_node("work", lambda state: {"log": [name]})
-        builder.add_edge(START, "work")
-        builder.add_edge("work", END)
+        builder = linear(Log, {"work": lambda state: {"log": [name]}})
         return builder.compile()
 
-    builder = StateGraph(Log)
-    builder.add_node("one", sub("one"))
-    builder.add_node("two", sub("two"))
-    builder.add_edge(START, "one")
-    builder.add_edge("one", "two")
-    builder.add_edge("two", END)
+    builder = linear(Log, {"one": sub("one"), "two": sub("two")})
     return builder.compile(checkpointer=checkpointer)
 
 
@@ -202,12 +189,7 @@ def overloaded(count: int, grace: float, max_threads: int = 5) -> tuple[BoundedI
         await asyncio.sleep(0.02)
         return {"log": ["slow"]}
 
-    builder = StateGraph(Log)
-    builder.add_node("slow", slow)
-    builder.add_node("fast", lambda state: {"log": ["fast"]})
-    builder.add_edge(START, "slow")
-    builder.add_edge("slow", "fast")
-    builder.add_edge("fast", END)
+    builder = linear(Log, {"slow": slow, "fast": lambda state: {"log": ["fast"]}})
     app = builder.compile(checkpointer=saver)
 
     async def arrive(n: int) -> Any:
@@ -327,10 +309,7 @@ def test_a_resume_of_an_evicted_interrupted_thread_can_be_checked_first() -> Non
     def ask(state: Log) -> dict[str, Any]:
         return {"log": [interrupt("approve?")]}
 
-    builder = StateGraph(Log)
-    builder.add_node("ask", ask)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", END)
+    builder = linear(Log, {"ask": ask})
     app = builder.compile(checkpointer=saver)
     app.invoke({"log": ["draft"]}, {"configurable": {"thread_id": "review"}})
     app.invoke({"log": ["other"]}, {"configurable": {"thread_id": "other"}})  # evicts "review"
@@ -457,7 +436,7 @@ def test_queued_exports_count_in_memory_bytes() -> None:
         queued = store.stats()
     assert queued.queued_drops == 1 and queued.queued_drop_bytes > 1_000
     assert queued.memory_bytes == store.bounded_memory_bytes() + queued.queued_drop_bytes
-    store.announce()
+    store.announcements.deliver()
     assert store.stats().queued_drop_bytes == 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,25 +85,20 @@ def big_writes(saver: BoundedInMemorySaver) -> None:
     saver.put_writes(config("t", "", "1ef-1"), [("doc", "w" * 3_000), ("n", 8)], "task", "~__pregel_pull, node")
 
 
-def test_a_checkpoint_of_exactly_max_checkpoint_bytes_is_accepted_one_byte_over_is_not() -> None:
-    size = measured(big_checkpoint)
-    assert size > 5_000
-    saver = saver_with(max_checkpoint_bytes=size)
-    big_checkpoint(saver)
+@pytest.mark.parametrize(
+    ("limit", "write", "at_least"),
+    [("max_checkpoint_bytes", big_checkpoint, 5_000), ("max_pending_write_bytes", big_writes, 3_000)],
+)
+def test_an_item_of_exactly_its_limit_is_accepted_one_byte_over_is_not(
+    limit: str, write: Callable[[BoundedInMemorySaver], object], at_least: int
+) -> None:
+    size = measured(write)
+    assert size > at_least
+    saver = saver_with(**{limit: size})
+    write(saver)
     assert saver.stats().total_bytes == size
-    smaller = saver_with(max_checkpoint_bytes=size - 1)
-    error = refused(smaller, CheckpointCapacityError, "max_checkpoint_bytes", lambda: big_checkpoint(smaller))
-    assert (error.limit_value, error.needed) == (size - 1, size)
-
-
-def test_a_write_batch_of_exactly_max_pending_write_bytes_is_accepted_one_byte_over_is_not() -> None:
-    size = measured(big_writes)
-    assert size > 3_000
-    saver = saver_with(max_pending_write_bytes=size)
-    big_writes(saver)
-    assert saver.stats().total_bytes == size
-    smaller = saver_with(max_pending_write_bytes=size - 1)
-    error = refused(smaller, CheckpointCapacityError, "max_pending_write_bytes", lambda: big_writes(smaller))
+    smaller = saver_with(**{limit: size - 1})
+    error = refused(smaller, CheckpointCapacityError, limit, lambda: write(smaller))
     assert (error.limit_value, error.needed) == (size - 1, size)
 
 
