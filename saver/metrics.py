@@ -187,7 +187,7 @@ TIERED_METRICS: tuple[Exported, ...] = (  # read from TieredStats; tiered_info i
     Exported("tiered_backpressure_seconds", COUNTER, "Time writes waited for room.", "backpressure_seconds"),
     Exported("tiered_durable_calls", COUNTER, "Calls made to the durable saver.", "durable_calls"),
     Exported("tiered_durable_errors", COUNTER, "Calls to the durable saver that raised.", "durable_errors"),
-    Exported("tiered_validations", COUNTER, "Coherence checks made (coherence='validate').", "validations"),
+    Exported("tiered_validations", COUNTER, "Coherence checks made (WriteThrough(processes='many')).", "validations"),
     Exported("tiered_stale", COUNTER, "Coherence checks that found the hot copy stale.", "stale"),
     Exported("tiered_validation_seconds", COUNTER, "Time spent on coherence checks.", "validation_seconds"),
     Exported("tiered_deleted_thread_records", GAUGE, "Deleted threads remembered.", "deleted_thread_records"),
