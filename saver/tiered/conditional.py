@@ -458,15 +458,15 @@ class KnownNewest:
 
     def expected(self, thread_id: str, namespace: str, parent_id: str | None) -> str | None:
         """What a put of a thread that is not hot expects to be the namespace's newest: the greater of what this
-        process knows and the put's parent (which it read); a put with no parent (a new run on the namespace)
-        expects it empty, whatever this process knew of it (another process may have deleted it since).
-        Runtime complexity: O(1)."""
-        if parent_id is None:
-            return None
+        process knows and the put's parent (which it read). A put with no parent that finds the namespace emptied
+        since (another process deleted the thread) is a new run, not a conflict: ``hot_writes`` tries it again
+        expecting it empty. Runtime complexity: O(1)."""
         with self.lock:
             namespaces = self.threads.get(thread_id)
             known = None if namespaces is None else namespaces.get(namespace)
-        return parent_id if known is None or parent_id > known else known
+        if known is None or (parent_id is not None and parent_id > known):
+            return parent_id
+        return known
 
     def forget(self, thread_id: str) -> None:
         """Forget a thread (deleted, or found moved on by another writer). Runtime complexity: O(1)."""

@@ -567,9 +567,16 @@ def put_if_newest(
     expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
     try:
         with tiers.durable.health.counting():
-            stored = conditional.put_if_newest(
-                tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
-            )
+            try:
+                stored = conditional.put_if_newest(
+                    tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
+                )
+            except conditional.CheckpointConflictError as conflict:
+                if not _emptied_since(conflict, parent_id):
+                    raise
+                stored = conditional.put_if_newest(
+                    tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=None
+                )
     except conditional.CheckpointConflictError as conflict:
         _drop_stale(tiers.shared, thread_id)
         raise _explained(conflict, _found_metadata(tiers, conflict)) from None
@@ -585,9 +592,16 @@ async def aput_if_newest(
     expected = expected_newest(tiers.shared, thread_id, namespace, parent_id)
     try:
         with tiers.durable.health.counting():
-            stored = await conditional.aput_if_newest(
-                tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
-            )
+            try:
+                stored = await conditional.aput_if_newest(
+                    tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=expected
+                )
+            except conditional.CheckpointConflictError as conflict:
+                if not _emptied_since(conflict, parent_id):
+                    raise
+                stored = await conditional.aput_if_newest(
+                    tiers.durable.saver, config, checkpoint, metadata, new_versions, expected=None
+                )
     except conditional.CheckpointConflictError as conflict:
         _drop_stale(tiers.shared, thread_id)
         found = None
@@ -597,6 +611,13 @@ async def aput_if_newest(
         raise _explained(conflict, None if found is None else found.metadata) from None
     tiers.shared.known_newest.note(thread_id, namespace, str(checkpoint["id"]))
     return stored
+
+
+def _emptied_since(conflict: conditional.CheckpointConflictError, parent_id: str | None) -> bool:
+    """Whether a conflicting put with no parent (a new run on the namespace) found it emptied since this process
+    last wrote or read it (another process deleted the thread): a fresh start, tried again expecting it empty.
+    Runtime complexity: O(1)."""
+    return parent_id is None and conflict.found is None and conflict.expected is not None
 
 
 def _found_config(conflict: conditional.CheckpointConflictError) -> RunnableConfig:

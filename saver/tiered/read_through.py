@@ -455,8 +455,8 @@ def _admit_list(
         return
     if request.before_id is None and tiers.shared.conditional_writes:
         newest = str(configurable(items[0].config)["checkpoint_id"])
-        current = tiers.shared.marks.read(request.thread_id) == mark
-        tiers.shared.known_newest.read(request.thread_id, namespace, newest, current=current)
+        unchanged = tiers.shared.marks.read(request.thread_id) == mark
+        tiers.shared.known_newest.read(request.thread_id, namespace, newest, current=unchanged)
     exhausted = request.limit is None or len(items) < request.limit
     try:
         admissions = [_encode_read(tiers, item, exact) for item in reversed(items)]

@@ -91,13 +91,19 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
     known = _known(tiers, thread_id)
     if known is None:
         return
-    if known.sql is None:
-        found, holds = None, bool(tiers.durable.list(_thread(thread_id), limit=1))
-    else:
-        sql, remembered = known.sql, known.remembered is not None
-        found, holds = tiers.durable.on_tables(*_sides(known.kind, lambda: sql.find_removal(thread_id, remembered)))
-        if holds and found is not None:
-            tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True))
+    try:
+        if known.sql is None:
+            found, holds = None, bool(tiers.durable.list(_thread(thread_id), limit=1))
+        else:
+            sql, remembered = known.sql, known.remembered is not None
+            plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
+            found, holds = tiers.durable.on_tables(*plan)
+            if holds and found is not None:
+                tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True))
+    except Exception:
+        if known.hot_newest is None:
+            raise
+        return  # a hot thread's answer does not wait on a durable tier that is down (see _known)
     removal = _lost_life(known, None if holds else found or known.remembered)
     if removal is None:
         return
@@ -117,15 +123,20 @@ async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log
     known = _known(tiers, thread_id)
     if known is None:
         return
-    if known.sql is None:
-        found, holds = None, bool(await tiers.durable.alist(_thread(thread_id), limit=1))
-    else:
-        sql, remembered = known.sql, known.remembered is not None
-        plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
-        found, holds = await tiers.durable.aon_tables(*plan)
-        if holds and found is not None:
-            forget = _sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True)
-            await tiers.durable.aon_tables(*forget)
+    try:
+        if known.sql is None:
+            found, holds = None, bool(await tiers.durable.alist(_thread(thread_id), limit=1))
+        else:
+            sql, remembered = known.sql, known.remembered is not None
+            plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
+            found, holds = await tiers.durable.aon_tables(*plan)
+            if holds and found is not None:
+                forget = _sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True)
+                await tiers.durable.aon_tables(*forget)
+    except Exception:
+        if known.hot_newest is None:
+            raise
+        return  # a hot thread's answer does not wait on a durable tier that is down (see _known)
     removal = _lost_life(known, None if holds else found or known.remembered)
     if removal is None:
         return
@@ -181,7 +192,9 @@ def _known(tiers: Tiers, thread_id: str) -> _Known | None:
     tier holds the thread, or no deletion of it in this process).
 
     A thread the hot tier holds is asked about too, over SQL: another process may have deleted it past
-    ``interrupted_ttl_seconds`` while this one kept its copy (the hot tier's idle TTL may be the longer)."""
+    ``interrupted_ttl_seconds`` while this one kept its copy (the hot tier's idle TTL may be the longer); but not
+    while the durable tier is known down, nor when the question fails: the hot copy answers then (write-back's
+    flush finds a deleted parent later, and refuses it)."""
     shared = tiers.shared
     store = shared.hot.store
     with store.exclusive():
@@ -195,7 +208,9 @@ def _known(tiers: Tiers, thread_id: str) -> _Known | None:
         )
     kind = kind_of(tiers.durable.saver)
     sql = dialect_of(kind)
-    if sql is None and (remembered is None or hot_newest is not None):
+    if hot_newest is not None and (sql is None or tiers.durable.health.down):
+        return None
+    if sql is None and remembered is None:
         return None
     return _Known(remembered, sql, kind, hot_newest)
 
