@@ -42,7 +42,7 @@ from tests.support.durable_savers import ControlledSqlite, PostgresCluster, clea
 from tests.support.graphs import linear, thread
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import WAIT
-from tests.tiered.test_retention import Clock
+from tests.tiered.test_retention import Clock, tiered
 
 SMALL = InMemoryCheckpointConfig(max_threads=4)
 BACKENDS = ["sqlite", "async_sqlite", "postgres", "async_postgres"]
@@ -221,13 +221,13 @@ async def test_the_idle_ttl_deletes_what_write_back_flushed_after_the_ttl(
     use_async = backend.startswith("async")
     clock = Clock()
     async with durable_of(backend, tmp_path, request) as (durable, tables):
-        saver = TieredSaver(
-            durable,
-            config=SMALL,
+        saver = tiered(
+            None,
+            clock,
+            durable=durable,
             write=WriteBack(flush_interval_seconds=math.inf),
-            retention=RetentionPolicy(idle_ttl_seconds=60, sweep_interval_seconds=math.inf),
-            clock=clock.monotonic,
-            wall_clock=clock,
+            config=SMALL,
+            idle_ttl_seconds=60,
         )
         app = counter(saver)
         mark = time.time()
