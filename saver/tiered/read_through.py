@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Hashable, Sequence
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointTuple, PendingWrite
@@ -186,54 +186,69 @@ def _durable(method: str, *args: Any, **kwargs: Any) -> _Step:
 
 def _run(tiers: Tiers | None, plan: Plan[T]) -> T:
     """Run a plan on the calling thread. Runtime complexity: its steps'."""
-    sent: Any = None
-    failure: BaseException | None = None
-    while True:
+    step = _next(plan, None, None)
+    while isinstance(step, _Step):
         try:
-            step = plan.send(sent) if failure is None else plan.throw(failure)
-        except StopIteration as done:
-            return cast(T, done.value)
-        sent, failure = None, None
-        try:
-            if step.kind == "flush":
-                flush_thread(cast(Tiers, tiers), step.argument)
-            elif step.kind == "deliver":
-                deliver(cast(Tiers, tiers))
-            elif step.kind == "wait":
-                sent = step.argument.wait()
-            elif step.kind == "call":
-                sent = step.argument()
-            else:
-                method, args, kwargs = step.argument
-                sent = getattr(cast(Tiers, tiers).durable, method)(*args, **kwargs)
+            result, failure = _step(tiers, step), None
         except BaseException as error:  # the plan's to handle (a flight it leads fails with it) or to raise
-            failure = error
+            result, failure = None, error
+        step = _next(plan, result, failure)
+    return step.value
 
 
 async def _arun(tiers: Tiers | None, plan: Plan[T]) -> T:
     """``_run`` awaiting: the durable tier's async side, flights awaited. Runtime complexity: its steps'."""
-    sent: Any = None
-    failure: BaseException | None = None
-    while True:
+    step = _next(plan, None, None)
+    while isinstance(step, _Step):
         try:
-            step = plan.send(sent) if failure is None else plan.throw(failure)
-        except StopIteration as done:
-            return cast(T, done.value)
-        sent, failure = None, None
-        try:
-            if step.kind == "flush":
-                await aflush_thread(cast(Tiers, tiers), step.argument)
-            elif step.kind == "deliver":
-                await adeliver(cast(Tiers, tiers))
-            elif step.kind == "wait":
-                sent = await step.argument.await_()
-            elif step.kind == "call":
-                sent = await step.argument()
-            else:
-                method, args, kwargs = step.argument
-                sent = await getattr(cast(Tiers, tiers).durable, "a" + method)(*args, **kwargs)
+            result, failure = await _astep(tiers, step), None
         except BaseException as error:
-            failure = error
+            result, failure = None, error
+        step = _next(plan, result, failure)
+    return step.value
+
+
+def _step(tiers: Tiers | None, step: _Step) -> Any:
+    """One step on the calling thread: its result. Runtime complexity: the step's."""
+    if step.kind == "flush":
+        return flush_thread(cast(Tiers, tiers), step.argument)
+    if step.kind == "deliver":
+        return deliver(cast(Tiers, tiers))
+    if step.kind == "wait":
+        return step.argument.wait()
+    if step.kind == "call":
+        return step.argument()
+    method, args, kwargs = step.argument
+    return getattr(cast(Tiers, tiers).durable, method)(*args, **kwargs)
+
+
+async def _astep(tiers: Tiers | None, step: _Step) -> Any:
+    """One step awaited on the event loop (``DurableTier``'s ``a``-prefixed methods). Runtime complexity: the
+    step's."""
+    if step.kind == "flush":
+        return await aflush_thread(cast(Tiers, tiers), step.argument)
+    if step.kind == "deliver":
+        return await adeliver(cast(Tiers, tiers))
+    if step.kind == "wait":
+        return await step.argument.await_()
+    if step.kind == "call":
+        return await step.argument()
+    method, args, kwargs = step.argument
+    return await getattr(cast(Tiers, tiers).durable, "a" + method)(*args, **kwargs)
+
+
+class _Done(NamedTuple, Generic[T]):
+    """A plan's answer, once it returned."""
+
+    value: T
+
+
+def _next(plan: Plan[T], result: Any, failure: BaseException | None) -> _Step | _Done[T]:
+    """The plan's next step, sent the last one's result or thrown its failure; or its answer."""
+    try:
+        return plan.send(result) if failure is None else plan.throw(failure)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 def _count_wait(shared: Shared) -> None:
