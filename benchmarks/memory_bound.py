@@ -144,34 +144,14 @@ def _small(step: int) -> dict[str, Any]:
     return {"messages": f"message {step}" * 4, "step": step}
 
 
-def _graph(saver: Any, every_turn: int) -> Any:
-    """A compiled graph of 500 channels: its first turn writes them all, later turns ``every_turn`` of them."""
-    from typing import TypedDict
-
-    from langgraph.graph import START, StateGraph
-
-    names = [f"channel_{number}" for number in range(500)]
-    state = TypedDict("Wide", dict.fromkeys(names, int), total=False)  # type: ignore[operator]
-    builder = StateGraph(state)
-    builder.add_node(
-        "write", lambda values: {n: values.get(n, 0) + 1 for n in (names[:every_turn] if values else names)}
-    )
-    builder.add_edge(START, "write")
-    app = builder.compile(checkpointer=saver)
-
-    def write(index: int) -> str:
-        for _ in range(5):
-            app.invoke({}, {"configurable": {"thread_id": f"graph-{index}"}})
-        return f"graph-{index}"
-
-    return write
-
-
 def _shape_writer(name: str, saver: Any) -> Any:
     """The writer of one thread of the shape ``name``."""
     import uuid
 
     import numpy
+
+    sys.path.insert(0, str(HERE.parent))  # the repository, for tests.support
+    from tests.support.graphs import wide_writer
 
     names = [f"channel_{number}" for number in range(500)]
 
@@ -207,8 +187,8 @@ def _shape_writer(name: str, saver: Any) -> Any:
         "500 channels, fresh version strings each put": lambda: simple(
             "wide-{}", lambda step: dict.fromkeys(names, step), steps=3
         ),
-        "a graph writing 500 channels every turn": lambda: _graph(saver, 500),
-        "a graph writing 500 channels, then 5 a turn": lambda: _graph(saver, 5),
+        "a graph writing 500 channels every turn": lambda: wide_writer(saver, 500),
+        "a graph writing 500 channels, then 5 a turn": lambda: wide_writer(saver, 5),
         "numpy array values": lambda: simple(
             "array-{}", lambda step: {"array": numpy.arange(16.0) + step, "step": step}
         ),

@@ -60,20 +60,12 @@ The modules, from the public face down (imports run one way):
 """
 
 from .backends import SchemaMismatchError
-from .saver import (
-    CheckpointConflictError,
-    Oversize,
-    Processes,
-    RetentionPolicy,
-    RetentionStats,
-    SweepReport,
-    ThreadDeletedError,
-    TieredSaver,
-    TieredStats,
-    UnstorableWriteError,
-    WriteBack,
-    WriteThrough,
-)
+from .conditional import CheckpointConflictError
+from .coordination import ThreadDeletedError, UnstorableWriteError
+from .retention import RetentionPolicy
+from .saver import TieredSaver
+from .settings import Oversize, Processes, WriteBack, WriteThrough
+from .stats import RetentionStats, SweepReport, TieredStats
 
 __all__ = [
     "CheckpointConflictError",

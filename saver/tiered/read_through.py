@@ -21,8 +21,8 @@ thread out of memory, never half there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import Any, NamedTuple, cast
+from collections.abc import Awaitable, Callable, Generator, Hashable, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, CheckpointTuple, PendingWrite
@@ -45,6 +45,8 @@ __all__ = [
     "read_list",
     "read_tuple",
 ]
+
+T = TypeVar("T")
 
 
 class Admission(NamedTuple):
@@ -69,30 +71,7 @@ def read_tuple(
     ``get_tuple`` (and a ``list`` of one when it found nothing of a root
     namespace's latest), plus encoding what is admitted.
     """
-    shared = tiers.shared
-    mark = shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
-    flush_thread(tiers, thread_id)
-    key = ("tuple", thread_id, namespace, checkpoint_id, mark)
-    flight, leads = shared.flights.join(key, sync=True)
-    if not leads:
-        _count_wait(shared)
-        return flight.wait()  # type: ignore[no-any-return]
-    try:
-        found = tiers.durable.get_tuple(config)
-        empty = (
-            found is None
-            and checkpoint_id is None
-            and namespace == ""
-            and not tiers.durable.list({"configurable": {"thread_id": thread_id}}, limit=1)
-        )
-    except BaseException as error:
-        shared.flights.fail(key, flight, error)
-        raise
-    shared.flights.land(key, flight, found)
-    exact = _exact(found, lambda ids: tiers.durable.exact_writes(thread_id, namespace, ids))
-    _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty, exact)
-    deliver(tiers)  # what admitting it evicted
-    return found
+    return _run(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=True))
 
 
 async def aread_tuple(
@@ -100,30 +79,37 @@ async def aread_tuple(
 ) -> CheckpointTuple | None:
     """Async ``read_tuple``: the durable tier's async side. Runtime complexity: that of
     ``read_tuple``."""
+    return await _arun(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=False))
+
+
+def _tuple_plan(
+    tiers: Tiers, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None, *, sync: bool
+) -> Plan[CheckpointTuple | None]:
+    """``read_tuple``'s steps, written once for both drivers (``_run``, ``_arun``)."""
     shared = tiers.shared
     mark = shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
-    await aflush_thread(tiers, thread_id)
+    yield _Step("flush", thread_id)
     key = ("tuple", thread_id, namespace, checkpoint_id, mark)
-    flight, leads = shared.flights.join(key, sync=False)
+    flight, leads = shared.flights.join(key, sync=sync)
     if not leads:
         _count_wait(shared)
-        return await flight.await_()  # type: ignore[no-any-return]
+        return (yield _Step("wait", flight))  # type: ignore[no-any-return]
     try:
-        found = await tiers.durable.aget_tuple(config)
+        found = yield _durable("get_tuple", config)
         empty = (
             found is None
             and checkpoint_id is None
             and namespace == ""
-            and not await tiers.durable.alist({"configurable": {"thread_id": thread_id}}, limit=1)
+            and not (yield _durable("list", {"configurable": {"thread_id": thread_id}}, limit=1))
         )
     except BaseException as error:
         shared.flights.fail(key, flight, error)
         raise
     shared.flights.land(key, flight, found)
-    exact = await _aexact(found, lambda ids: tiers.durable.aexact_writes(thread_id, namespace, ids))
+    exact = yield from _exact_plan([found], thread_id, namespace)
     _admit_read(tiers, thread_id, namespace, checkpoint_id, found, mark, empty, exact)
-    await adeliver(tiers)  # what admitting it evicted
-    return found
+    yield _Step("deliver", None)  # what admitting it evicted
+    return found  # type: ignore[no-any-return]
 
 
 def flown(shared: Shared, key: Hashable, read: Callable[[], Any]) -> Any:
@@ -131,30 +117,23 @@ def flown(shared: Shared, key: Hashable, read: Callable[[], Any]) -> Any:
 
     Runtime complexity: one ``read()`` for all the callers; the others wait for it.
     """
-    flights = shared.flights
-    flight, leads = flights.join(key, sync=True)
-    if not leads:
-        _count_wait(shared)
-        return flight.wait()
-    try:
-        result = read()
-    except BaseException as error:
-        flights.fail(key, flight, error)
-        raise
-    _count_miss(shared)
-    flights.land(key, flight, result)
-    return result
+    return _run(None, _flown_plan(shared, key, _Step("call", read), sync=True))
 
 
 async def aflown(shared: Shared, key: Hashable, read: Callable[[], Awaitable[Any]]) -> Any:
     """Async ``flown``: the waiters await the one read. Runtime complexity: one ``read()`` for all the callers."""
+    return await _arun(None, _flown_plan(shared, key, _Step("call", read), sync=False))
+
+
+def _flown_plan(shared: Shared, key: Hashable, read: _Step, *, sync: bool) -> Plan[Any]:
+    """``flown``'s steps: the leader's ``read`` step, or a wait for the leader's result."""
     flights = shared.flights
-    flight, leads = flights.join(key, sync=False)
+    flight, leads = flights.join(key, sync=sync)
     if not leads:
         _count_wait(shared)
-        return await flight.await_()
+        return (yield _Step("wait", flight))
     try:
-        result = await read()
+        result = yield read
     except BaseException as error:
         flights.fail(key, flight, error)
         raise
@@ -172,40 +151,104 @@ def _with_writes(found: Sequence[CheckpointTuple | None]) -> list[str]:
     return [str(configurable(item.config)["checkpoint_id"]) for item in with_writes]
 
 
-def _exact(found: CheckpointTuple | None, read: Callable[[list[str]], ExactWrites | None]) -> ExactWrites | None:
+def _exact_plan(found: Sequence[CheckpointTuple | None], thread_id: str, namespace: str) -> Plan[ExactWrites | None]:
     """The exact pending writes of what a read found, for its admission (None: none to read, the format cannot
     read them, or the read failed: the reader has its answer already). Runtime complexity: one round trip."""
-    return _exact_of([found], read)
-
-
-def _exact_of(
-    found: Sequence[CheckpointTuple | None], read: Callable[[list[str]], ExactWrites | None]
-) -> ExactWrites | None:
     ids = _with_writes(found)
     if not ids:
         return None
     try:
-        return read(ids)
+        return (yield _durable("exact_writes", thread_id, namespace, ids))  # type: ignore[no-any-return]
     except Exception:
         return None  # admitted without them (or not at all: _encode_read decides)
 
 
-async def _aexact(
-    found: CheckpointTuple | None, read: Callable[[list[str]], Awaitable[ExactWrites | None]]
-) -> ExactWrites | None:
-    return await _aexact_of([found], read)
+# --- the two drivers ---------------------------------------------------------------------------------------------
 
 
-async def _aexact_of(
-    found: Sequence[CheckpointTuple | None], read: Callable[[list[str]], Awaitable[ExactWrites | None]]
-) -> ExactWrites | None:
-    ids = _with_writes(found)
-    if not ids:
-        return None
+class _Step(NamedTuple):
+    """What a plan asks its driver for: ``flush`` (the thread's, before a read), ``deliver`` (what an admission
+    evicted), ``wait`` (for a flight's result), ``durable`` (a ``DurableTier`` method: name, args, keywords) or
+    ``call`` (a function of no argument, its result awaited on the async side)."""
+
+    kind: str
+    argument: Any
+
+
+Plan = Generator[_Step, Any, T]
+"""A read's logic as a generator of ``_Step``s, sent each step's result (or thrown its error), returning the
+answer. ``_run`` runs it on the calling thread, ``_arun`` on the event loop, so it is written once for both."""
+
+
+def _durable(method: str, *args: Any, **kwargs: Any) -> _Step:
+    return _Step("durable", (method, args, kwargs))
+
+
+def _run(tiers: Tiers | None, plan: Plan[T]) -> T:
+    """Run a plan on the calling thread. Runtime complexity: its steps'."""
+    step = _next(plan, None, None)
+    while isinstance(step, _Step):
+        try:
+            result, failure = _step(tiers, step), None
+        except BaseException as error:  # the plan's to handle (a flight it leads fails with it) or to raise
+            result, failure = None, error
+        step = _next(plan, result, failure)
+    return step.value
+
+
+async def _arun(tiers: Tiers | None, plan: Plan[T]) -> T:
+    """``_run`` awaiting: the durable tier's async side, flights awaited. Runtime complexity: its steps'."""
+    step = _next(plan, None, None)
+    while isinstance(step, _Step):
+        try:
+            result, failure = await _astep(tiers, step), None
+        except BaseException as error:
+            result, failure = None, error
+        step = _next(plan, result, failure)
+    return step.value
+
+
+def _step(tiers: Tiers | None, step: _Step) -> Any:
+    """One step on the calling thread: its result. Runtime complexity: the step's."""
+    if step.kind == "flush":
+        return flush_thread(cast(Tiers, tiers), step.argument)
+    if step.kind == "deliver":
+        return deliver(cast(Tiers, tiers))
+    if step.kind == "wait":
+        return step.argument.wait()
+    if step.kind == "call":
+        return step.argument()
+    method, args, kwargs = step.argument
+    return getattr(cast(Tiers, tiers).durable, method)(*args, **kwargs)
+
+
+async def _astep(tiers: Tiers | None, step: _Step) -> Any:
+    """One step awaited on the event loop (``DurableTier``'s ``a``-prefixed methods). Runtime complexity: the
+    step's."""
+    if step.kind == "flush":
+        return await aflush_thread(cast(Tiers, tiers), step.argument)
+    if step.kind == "deliver":
+        return await adeliver(cast(Tiers, tiers))
+    if step.kind == "wait":
+        return await step.argument.await_()
+    if step.kind == "call":
+        return await step.argument()
+    method, args, kwargs = step.argument
+    return await getattr(cast(Tiers, tiers).durable, "a" + method)(*args, **kwargs)
+
+
+class _Done(NamedTuple, Generic[T]):
+    """A plan's answer, once it returned."""
+
+    value: T
+
+
+def _next(plan: Plan[T], result: Any, failure: BaseException | None) -> _Step | _Done[T]:
+    """The plan's next step, sent the last one's result or thrown its failure; or its answer."""
     try:
-        return await read(ids)
-    except Exception:
-        return None
+        return plan.send(result) if failure is None else plan.throw(failure)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 def _count_wait(shared: Shared) -> None:
@@ -402,38 +445,26 @@ def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     Runtime complexity: the thread's flush (write-back), the durable saver's ``list``, plus encoding what
     is admitted.
     """
-    mark = tiers.shared.marks.read(request.thread_id)  # before the flush: a write after it moves the mark
-    flush_thread(tiers, request.thread_id)
-    items = flown(
-        tiers.shared,
-        (*_list_key(request), mark),
-        lambda: tiers.durable.list(request.config, filter=request.filter, before=request.before, limit=request.limit),
-    )
-    exact = None
-    if _admissible(request, items):
-        namespace = str(request.namespace)
-        exact = _exact_of(items, lambda ids: tiers.durable.exact_writes(request.thread_id, namespace, ids))
-    _admit_list(tiers, request, items, mark, exact)
-    deliver(tiers)  # what admitting it evicted
-    return items  # type: ignore[no-any-return]
+    return _run(tiers, _list_plan(tiers, request, sync=True))
 
 
 async def aread_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     """Async ``read_list``: the durable tier's async side. Runtime complexity: that of
     ``read_list``."""
+    return await _arun(tiers, _list_plan(tiers, request, sync=False))
+
+
+def _list_plan(tiers: Tiers, request: ListRequest, *, sync: bool) -> Plan[list[CheckpointTuple]]:
+    """``read_list``'s steps, written once for both drivers (``_run``, ``_arun``)."""
     mark = tiers.shared.marks.read(request.thread_id)  # before the flush: a write after it moves the mark
-    await aflush_thread(tiers, request.thread_id)
-    items = await aflown(
-        tiers.shared,
-        (*_list_key(request), mark),
-        lambda: tiers.durable.alist(request.config, filter=request.filter, before=request.before, limit=request.limit),
-    )
+    yield _Step("flush", request.thread_id)
+    listed = _durable("list", request.config, filter=request.filter, before=request.before, limit=request.limit)
+    items = yield from _flown_plan(tiers.shared, (*_list_key(request), mark), listed, sync=sync)
     exact = None
     if _admissible(request, items):
-        namespace = str(request.namespace)
-        exact = await _aexact_of(items, lambda ids: tiers.durable.aexact_writes(request.thread_id, namespace, ids))
+        exact = yield from _exact_plan(items, request.thread_id, str(request.namespace))
     _admit_list(tiers, request, items, mark, exact)
-    await adeliver(tiers)  # what admitting it evicted
+    yield _Step("deliver", None)  # what admitting it evicted
     return items  # type: ignore[no-any-return]
 
 

@@ -30,29 +30,14 @@ from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
 from . import flushing, hot_reads, hot_writes, read_through, removal
 from .backends import kind_of
-from .conditional import CheckpointConflictError
-from .coordination import ThreadDeletedError, UnstorableWriteError
 from .durable import DurableTier
 from .pools import in_jobs_pool
 from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, resumes, run_pass
 from .settings import Oversize, Processes, WriteBack, WriteThrough, check_arguments
 from .state import Shared, Tiers, read_stats
-from .stats import RetentionStats, SweepReport, TieredStats
+from .stats import SweepReport, TieredStats
 
-__all__ = [
-    "CheckpointConflictError",
-    "Oversize",
-    "Processes",
-    "RetentionPolicy",
-    "RetentionStats",
-    "SweepReport",
-    "ThreadDeletedError",
-    "TieredSaver",
-    "TieredStats",
-    "UnstorableWriteError",
-    "WriteBack",
-    "WriteThrough",
-]
+__all__ = ["TieredSaver"]
 
 
 class TieredSaver(BaseCheckpointSaver[str], Resumable):

@@ -35,7 +35,7 @@ from langgraph.checkpoint.bounded.engine import (
     memory,
 )
 from tests.conftest import FakeClock
-from tests.support.graphs import linear
+from tests.support.graphs import linear, wide_writer
 from tests.support.helpers import config, fingerprint, make_checkpoint, put
 
 UNBOUNDED = {**vars(StoreLimits.unbounded()), "max_dropped_thread_records": 1_000}  # tombstones: the default
@@ -248,25 +248,6 @@ def wide_checkpoints(saver: BoundedInMemorySaver) -> Writer:
     return write
 
 
-def wide_graph(saver: BoundedInMemorySaver, every_turn: int) -> Writer:
-    """A compiled graph of 500 channels: its first turn writes them all, later turns ``every_turn`` of them."""
-    names = [f"channel_{number}" for number in range(500)]
-    state = TypedDict("Wide", dict.fromkeys(names, int), total=False)  # type: ignore[operator]
-
-    def node(values: dict[str, int]) -> dict[str, int]:
-        return {name: values.get(name, 0) + 1 for name in (names[:every_turn] if values else names)}
-
-    builder = linear(state, {"write": node})
-    app = builder.compile(checkpointer=saver)
-
-    def write(index: int) -> str:
-        for _ in range(5):
-            app.invoke({}, {"configurable": {"thread_id": f"graph-{index}"}})
-        return f"graph-{index}"
-
-    return write
-
-
 def numpy_values(saver: BoundedInMemorySaver) -> Writer:
     numpy = pytest.importorskip("numpy")
 
@@ -293,8 +274,8 @@ SHAPES: dict[str, tuple[Callable[[BoundedInMemorySaver], Writer], int]] = {
     "namespaces 32 deep": (deep_namespaces, 100),
     "non-ASCII ids, channel names and task paths": (non_ascii_text, 150),
     "500 channels, fresh version strings each put": (wide_checkpoints, 3),
-    "a graph writing 500 channels every turn": (lambda saver: wide_graph(saver, 500), 2),
-    "a graph writing 500 channels, then 5 a turn": (lambda saver: wide_graph(saver, 5), 3),
+    "a graph writing 500 channels every turn": (lambda saver: wide_writer(saver, 500), 2),
+    "a graph writing 500 channels, then 5 a turn": (lambda saver: wide_writer(saver, 5), 3),
     "numpy array values": (numpy_values, 200),
     "int versions": (lambda saver: number_versions(saver, int), 200),
     "float versions": (lambda saver: number_versions(saver, float), 200),

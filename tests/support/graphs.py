@@ -119,6 +119,26 @@ def linear(state: Any, nodes: dict[str, Any]) -> StateGraph:
     return builder
 
 
+def wide_writer(checkpointer: BaseCheckpointSaver, every_turn: int) -> Callable[[int], str]:
+    """A compiled graph of 500 channels, as a writer of thread ``graph-<index>``'s five turns: the first turn
+    writes every channel, later turns ``every_turn`` of them (the memory tests and ``benchmarks/memory_bound.py``).
+    """
+    names = [f"channel_{number}" for number in range(500)]
+    state = TypedDict("Wide", dict.fromkeys(names, int), total=False)  # type: ignore[operator]
+
+    def node(values: dict[str, int]) -> dict[str, int]:
+        return {name: values.get(name, 0) + 1 for name in (names[:every_turn] if values else names)}
+
+    app = linear(state, {"write": node}).compile(checkpointer=checkpointer)
+
+    def write(index: int) -> str:
+        for _ in range(5):
+            app.invoke({}, {"configurable": {"thread_id": f"graph-{index}"}})
+        return f"graph-{index}"
+
+    return write
+
+
 def approval_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any:
     """draft -> ask (interrupts for approval) -> finish."""
 

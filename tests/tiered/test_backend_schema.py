@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,14 @@ def set_up_sqlite(path: Path, *, checkpoints: str | None = None) -> None:
     connection.close()
 
 
+def assert_as_declared(schema: Mapping[str, Table], found: Mapping[str, Table | None], release: str) -> None:
+    """Every table a backend declares was created by ``release``'s ``setup()``, exactly as declared."""
+    for table, declared in schema.items():
+        present = found[table]
+        assert present is not None, f"{release}'s setup() created no table {table!r}"
+        assert schema_differences(declared, present) == [], (table, release)
+
+
 def count_rows(path: Path, table: str) -> int:
     with sqlite3.connect(path) as connection:
         return int(connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
@@ -73,11 +81,7 @@ def count_rows(path: Path, table: str) -> int:
 def test_sqlite_declares_the_tables_the_installed_saver_creates(tmp_path: Path) -> None:
     path = tmp_path / "fresh.db"
     set_up_sqlite(path)
-    found = sqlite_tables(path)
-    for table, declared in sqlite_backend.SCHEMA.items():
-        present = found[table]
-        assert present is not None, f"{SQLITE_VERSION}'s setup() created no table {table!r}"
-        assert schema_differences(declared, present) == [], (table, SQLITE_VERSION)
+    assert_as_declared(sqlite_backend.SCHEMA, sqlite_tables(path), SQLITE_VERSION)
 
 
 @pytest.mark.parametrize(
@@ -257,11 +261,7 @@ def test_postgres_declares_the_tables_the_installed_saver_creates(cluster: Postg
     conninfo = in_schema(cluster, "fresh")
     assert all(table is None for table in postgres_tables(conninfo).values())  # a fresh schema: nothing yet
     set_up_postgres(conninfo)
-    found = postgres_tables(conninfo)
-    for table, declared in postgres_backend.SCHEMA.items():
-        present = found[table]
-        assert present is not None, f"{POSTGRES_VERSION}'s setup() created no table {table!r}"
-        assert schema_differences(declared, present) == [], (table, POSTGRES_VERSION)
+    assert_as_declared(postgres_backend.SCHEMA, postgres_tables(conninfo), POSTGRES_VERSION)
 
 
 def test_a_changed_postgres_declaration_is_found_different(cluster: PostgresCluster) -> None:

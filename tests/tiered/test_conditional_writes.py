@@ -23,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 
 from langgraph.checkpoint.bounded import (
     CheckpointConflictError,
+    InMemoryCheckpointConfig,
     InvalidArgumentError,
     TieredSaver,
     WriteBack,
@@ -51,6 +52,14 @@ def open_durable(database: str, where: str) -> Any:
     from psycopg.rows import dict_row
 
     return PostgresSaver(Connection.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+
+
+def two_processes(where: str) -> tuple[TieredSaver, TieredSaver]:
+    """Two processes' savers over one SQLite file, both checking their puts: ``here`` keeps one thread in memory
+    (another conversation pushes a thread out), ``there`` the default."""
+    many = WriteThrough(processes="many")
+    here = TieredSaver(open_durable("sqlite", where), write=many, config=InMemoryCheckpointConfig(max_threads=1))
+    return here, TieredSaver(open_durable("sqlite", where), write=many)
 
 
 def where_for(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -232,8 +241,6 @@ def test_two_processes_racing_invokes_lose_nothing_acknowledged(
 def test_a_fork_of_a_thread_no_longer_hot_is_no_conflict(tmp_path: Path, use_async: bool) -> None:
     """Time travel from an older checkpoint after another conversation pushed the thread out of a one-thread
     hot tier: the process's own last write is still what it expects, so the fork is stored, not refused."""
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
         write=WriteThrough(processes="many"),
@@ -258,12 +265,8 @@ def test_a_fork_of_a_thread_no_longer_hot_is_no_conflict(tmp_path: Path, use_asy
 def test_a_fork_after_reading_another_process_write_is_no_conflict(tmp_path: Path) -> None:
     """What this process read counts as known too: a thread another process moved on, read here, then pushed
     out of memory, forks here without a conflict."""
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     where = str(tmp_path / "durable.sqlite")
-    small = InMemoryCheckpointConfig(max_threads=1)
-    here = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"), config=small)
-    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
+    here, there = two_processes(where)
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
     there.put(*child_of(there, "t", 2))  # another process moves "t" on
@@ -275,15 +278,8 @@ def test_a_fork_after_reading_another_process_write_is_no_conflict(tmp_path: Pat
 
 
 def test_a_real_conflict_names_the_newest_found_and_who_can_have_written_it(tmp_path: Path) -> None:
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     where = str(tmp_path / "durable.sqlite")
-    here = TieredSaver(
-        open_durable("sqlite", where),
-        write=WriteThrough(processes="many"),
-        config=InMemoryCheckpointConfig(max_threads=1),
-    )
-    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
+    here, there = two_processes(where)
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves memory
     written = there.put(*child_of(there, "t", 2))  # another process writes it, and this one never read that
@@ -303,8 +299,6 @@ def test_time_travel_with_a_small_hot_tier_is_never_refused(
     """The reporter's run: time travel (``invoke(None, older_config)``) while another conversation of the same
     process pushes the thread out of a one-thread hot tier between the fork's read of the older checkpoint and
     its put, conditional writes on: no run is refused, and each fork lands."""
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
         write=WriteThrough(processes="many"),
@@ -357,15 +351,8 @@ def test_time_travel_with_a_small_hot_tier_is_never_refused(
 def test_a_new_run_on_a_thread_another_process_deleted_is_no_conflict(tmp_path: Path) -> None:
     """What this process knew of a thread does not make a fresh start on it a conflict once another process
     deleted it; a fork from one of its old checkpoints is one (the thread it continues is gone)."""
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     where = str(tmp_path / "durable.sqlite")
-    here = TieredSaver(
-        open_durable("sqlite", where),
-        config=InMemoryCheckpointConfig(max_threads=1),
-        write=WriteThrough(processes="many"),
-    )
-    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
+    here, there = two_processes(where)
     first = here.put(*child_of(here, "t", 1))
     here.put(*child_of(here, "other", 7))  # "t" leaves this process's memory
     there.delete_thread("t")
@@ -382,15 +369,8 @@ def test_a_continuation_after_another_process_removed_the_newest_is_no_conflict(
     """Another process's ``delete_for_runs`` takes the newest checkpoint away; this process reads the thread again
     (its newest is older now), the thread leaves memory, and a put continuing what it read is no conflict. A stale
     put's conflict says checkpoints were removed, not that the thread moved on."""
-    from langgraph.checkpoint.bounded import InMemoryCheckpointConfig
-
     where = str(tmp_path / "durable.sqlite")
-    here = TieredSaver(
-        open_durable("sqlite", where),
-        config=InMemoryCheckpointConfig(max_threads=1),
-        write=WriteThrough(processes="many"),
-    )
-    there = TieredSaver(open_durable("sqlite", where), write=WriteThrough(processes="many"))
+    here, there = two_processes(where)
     version = f"{1:032}.0"
     stale = {}
     for thread_id in ("t", "u"):

@@ -42,6 +42,15 @@ def answer(saver: Any, thread: str, checkpoint_id: str | None = None) -> Any:
     return None if item is None else (item.checkpoint["id"], item.parent_config, item.pending_writes)
 
 
+def assert_x_kept_its_writes(tiered: TieredSaver, reference: SqliteSaver, thread: str) -> None:
+    """Both savers answer checkpoint ``1f01`` of ``thread`` with its root position and the write ``hi``."""
+    assert (
+        answer(tiered, thread, "1f01")
+        == answer(reference, thread, "1f01")
+        == ("1f01", None, [("task-a", "messages", "hi")])
+    )
+
+
 def put(saver: Any, thread: str, checkpoint_id: str, parent: str | None = None) -> None:
     saver.put(config(thread, "", parent), make_checkpoint({}, {}, checkpoint_id), dict(METADATA), {})
 
@@ -68,11 +77,7 @@ def test_a_checkpoint_put_twice_keeps_its_writes_after_its_thread_left_memory(
         if saver is tiered:
             LEAVING_MEMORY[leave](saver)
         put(saver, "t1", "1f01")
-    assert (
-        answer(tiered, "t1", "1f01")
-        == answer(reference, "t1", "1f01")
-        == ("1f01", None, [("task-a", "messages", "hi")])
-    )
+    assert_x_kept_its_writes(tiered, reference, "t1")
     assert answer(tiered, "t1") == answer(reference, "t1")
     tiered.check()
 
@@ -90,9 +95,7 @@ def test_a_copied_checkpoint_put_again_in_the_target_keeps_its_writes(savers: tu
     reference.put_writes(config("t", "", "1f01"), [("messages", "hi")], "task-a")
     for saver in (tiered, reference):
         put(saver, "t", "1f01")
-    assert (
-        answer(tiered, "t", "1f01") == answer(reference, "t", "1f01") == ("1f01", None, [("task-a", "messages", "hi")])
-    )
+    assert_x_kept_its_writes(tiered, reference, "t")
     tiered.check()
 
 
@@ -109,11 +112,7 @@ def test_a_checkpoint_below_the_hot_copy_put_again_keeps_its_writes(savers: tupl
         tiered.flush()
         assert answer(saver, "t1") is not None
         put(saver, "t1", "1f01")
-    assert (
-        answer(tiered, "t1", "1f01")
-        == answer(reference, "t1", "1f01")
-        == ("1f01", None, [("task-a", "messages", "hi")])
-    )
+    assert_x_kept_its_writes(tiered, reference, "t1")
     assert answer(tiered, "t1") == answer(reference, "t1")
     tiered.check()
 

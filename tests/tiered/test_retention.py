@@ -114,9 +114,18 @@ def dangling_parents(path: Path) -> list[tuple[str, str]]:
         ).fetchall()
 
 
-def tiered(path: Path | None, clock: Clock, *, durable: Any = None, **policy: Any) -> TieredSaver:
+def tiered(
+    path: Path | None,
+    clock: Clock,
+    *,
+    durable: Any = None,
+    write: WriteBack | None = None,
+    config: InMemoryCheckpointConfig = SMALL,
+    **policy: Any,
+) -> TieredSaver:
     """A tiered saver over ``durable`` (unless given, a SQLite file at ``path``), swept only when asked (no
-    retention when ``policy`` sets neither ``idle_ttl_seconds`` nor ``keep_last``)."""
+    retention when ``policy`` sets neither ``idle_ttl_seconds`` nor ``keep_last``), writing through unless
+    ``write`` says otherwise."""
     settings: dict[str, Any] = {"sweep_interval_seconds": math.inf, **policy}
     if durable is None:
         assert path is not None
@@ -124,10 +133,11 @@ def tiered(path: Path | None, clock: Clock, *, durable: Any = None, **policy: An
     removes = settings.get("idle_ttl_seconds") is not None or settings.get("keep_last") is not None
     return TieredSaver(
         durable,
-        config=SMALL,
+        config=config,
         retention=RetentionPolicy(**settings) if removes else None,
         clock=clock.monotonic,
         wall_clock=clock,
+        **({} if write is None else {"write": write}),
     )
 
 
@@ -383,14 +393,7 @@ def test_a_thread_read_within_the_ttl_here_is_kept_and_counted_due(tmp_path: Pat
 def test_write_back_unflushed_writes_keep_a_thread(tmp_path: Path) -> None:
     clock = Clock()
     durable = sqlite_durable(tmp_path / "t.db")
-    saver = TieredSaver(
-        durable,
-        config=SMALL,
-        write=WriteBack(flush_interval_seconds=math.inf),
-        retention=RetentionPolicy(idle_ttl_seconds=60, sweep_interval_seconds=math.inf),
-        clock=clock.monotonic,
-        wall_clock=clock,
-    )
+    saver = tiered(None, clock, durable=durable, write=WriteBack(flush_interval_seconds=math.inf), idle_ttl_seconds=60)
     run_turns(saver, ["dirty"])
     clock.idle_since(time.time(), 120)
     report = saver.sweep()  # the durable tier has nothing of it yet, and the thread is unflushed

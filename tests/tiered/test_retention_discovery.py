@@ -42,10 +42,11 @@ from tests.support.durable_savers import ControlledSqlite, PostgresCluster, clea
 from tests.support.graphs import linear, thread
 from tests.support.helpers import config, make_checkpoint
 from tests.support.tiered import WAIT
-from tests.tiered.test_retention import Clock
+from tests.tiered.test_retention import Clock, tiered
 
 SMALL = InMemoryCheckpointConfig(max_threads=4)
 BACKENDS = ["sqlite", "async_sqlite", "postgres", "async_postgres"]
+KEEP_LAST_TWO = RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf)
 
 
 cluster = cluster_fixture("the retention discovery PostgreSQL tests")
@@ -152,6 +153,18 @@ async def invoke(app: Any, use_async: bool, thread_id: str, times: int) -> None:
             app.invoke({"count": 0}, thread(thread_id))
 
 
+def keeping_the_last_two(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, scenario: Callable[[TieredSaver, Tables], None]
+) -> None:
+    """Runs ``scenario`` on a saver keeping each thread's last two checkpoints, over ``backend``'s fresh tables."""
+
+    async def body() -> None:
+        async with durable_of(backend, tmp_path, request) as (durable, tables):
+            scenario(TieredSaver(durable, config=SMALL, retention=KEEP_LAST_TWO), tables)
+
+    asyncio.run(body())
+
+
 def ids_at(start: float, count: int) -> list[str]:
     """``count`` checkpoint ids of the times from ``start``, a millisecond apart, ascending."""
     return [checkpoint_id_at(start + step / 1000) for step in range(count)]
@@ -182,7 +195,7 @@ async def test_keep_last_prunes_what_write_back_flushed_after_a_pass(
             durable,
             config=SMALL,
             write=WriteBack(flush_interval_seconds=math.inf),
-            retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+            retention=KEEP_LAST_TWO,
         )
         app = counter(saver)
         await invoke(app, use_async, "long", 5)
@@ -208,13 +221,13 @@ async def test_the_idle_ttl_deletes_what_write_back_flushed_after_the_ttl(
     use_async = backend.startswith("async")
     clock = Clock()
     async with durable_of(backend, tmp_path, request) as (durable, tables):
-        saver = TieredSaver(
-            durable,
-            config=SMALL,
+        saver = tiered(
+            None,
+            clock,
+            durable=durable,
             write=WriteBack(flush_interval_seconds=math.inf),
-            retention=RetentionPolicy(idle_ttl_seconds=60, sweep_interval_seconds=math.inf),
-            clock=clock.monotonic,
-            wall_clock=clock,
+            config=SMALL,
+            idle_ttl_seconds=60,
         )
         app = counter(saver)
         mark = time.time()
@@ -238,7 +251,7 @@ async def test_the_idle_ttl_deletes_what_write_back_flushed_after_the_ttl(
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 async def test_a_put_in_flight_during_a_pass_is_pruned_by_the_next(tmp_path: Path, use_async: bool) -> None:
     durable = ControlledSqlite(tmp_path / "flight.db")
-    saver = TieredSaver(durable, config=SMALL, retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf))
+    saver = TieredSaver(durable, config=SMALL, retention=KEEP_LAST_TWO)
     put_ids(saver, "racing", ids_at(time.time() - 10, 2))  # two rows: not over keep_last yet
     third = ids_at(time.time() - 5, 1)  # made before the pass, landing after it
     durable.gated, durable.entered = {"put"}, threading.Event()
@@ -318,23 +331,19 @@ def test_rows_written_after_the_clock_stepped_back_are_pruned(
 def test_another_process_rows_landing_after_a_pass_are_found_by_the_next(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    async def body() -> None:
-        async with durable_of(backend, tmp_path, request) as (durable, tables):
-            saver = TieredSaver(
-                durable, config=SMALL, retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf)
-            )
-            made = time.time() - DISCOVERY_OVERLAP_SECONDS / 2  # ids made before the pass, by a slow writer
-            saver.sweep()
-            with tables.other_process() as other:
-                put_ids(other, "late", ids_at(made, 5))
+    def scenario(saver: TieredSaver, tables: Tables) -> None:
+        made = time.time() - DISCOVERY_OVERLAP_SECONDS / 2  # ids made before the pass, by a slow writer
+        saver.sweep()
+        with tables.other_process() as other:
+            put_ids(other, "late", ids_at(made, 5))
 
-            report = saver.sweep()
+        report = saver.sweep()
 
-            assert (report.pruned_threads, report.checkpoints) == (1, 3)
-            assert tables.count("checkpoints", "late") == 2
-            saver.close()
+        assert (report.pruned_threads, report.checkpoints) == (1, 3)
+        assert tables.count("checkpoints", "late") == 2
+        saver.close()
 
-    asyncio.run(body())
+    keeping_the_last_two(backend, tmp_path, request, scenario)
 
 
 # --- the ledgers discovery reads -----------------------------------------------------------------------------------
@@ -406,42 +415,38 @@ def orphans(tables: Tables) -> int:
 def test_a_prune_collects_writes_left_without_their_checkpoint(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    async def body() -> None:
-        async with durable_of(backend, tmp_path, request) as (durable, tables):
-            saver = TieredSaver(
-                durable, config=SMALL, retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf)
-            )
-            app = counter(saver)
-            for _ in range(3):
-                app.invoke({"count": 0}, thread("t"), durability="async")
-            oldest = list(saver.list(thread("t")))[-1]
-            saver.prune(["t"], strategy="keep_last", keep_last=2)
-            # A step's writes arriving after the prune removed their checkpoint (LangGraph's async durability):
-            saver.put_writes(oldest.config, [("count", 7)], "late-task")
-            # A write made before the put of its own, brand-new checkpoint (LangGraph may): it must stay.
-            fresh = make_checkpoint({"count": 9}, {"count": saver.get_next_version(None, None)})
-            newest = saver.get_tuple(thread("t"))
-            assert newest is not None
-            early = config("t", "", fresh["id"])
-            saver.put_writes(early, [("count", 8)], "early-task")
-            assert orphans(tables) == 2
+    def scenario(saver: TieredSaver, tables: Tables) -> None:
+        app = counter(saver)
+        for _ in range(3):
+            app.invoke({"count": 0}, thread("t"), durability="async")
+        oldest = list(saver.list(thread("t")))[-1]
+        saver.prune(["t"], strategy="keep_last", keep_last=2)
+        # A step's writes arriving after the prune removed their checkpoint (LangGraph's async durability):
+        saver.put_writes(oldest.config, [("count", 7)], "late-task")
+        # A write made before the put of its own, brand-new checkpoint (LangGraph may): it must stay.
+        fresh = make_checkpoint({"count": 9}, {"count": saver.get_next_version(None, None)})
+        newest = saver.get_tuple(thread("t"))
+        assert newest is not None
+        early = config("t", "", fresh["id"])
+        saver.put_writes(early, [("count", 8)], "early-task")
+        assert orphans(tables) == 2
 
-            before = saver.stats().retention
-            saver.prune(["t"], strategy="keep_last", keep_last=2)
+        before = saver.stats().retention
+        saver.prune(["t"], strategy="keep_last", keep_last=2)
 
-            after = saver.stats().retention
-            assert (after.checkpoints - before.checkpoints, after.writes - before.writes) == (0, 1)
-            assert orphans(tables) == 1  # the early write, whose checkpoint comes next
-            saver.put(newest.config, fresh, {"source": "update", "step": 9, "parents": {}}, fresh["channel_versions"])
-            stored = saver.get_tuple(config("t", "", fresh["id"]))
-            assert stored is not None and [write[1:] for write in stored.pending_writes or []] == [("count", 8)]
-            assert orphans(tables) == 0
-            app.invoke({"count": 0}, thread("t"), durability="async")  # long again: the sweep collects too
-            saver.put_writes(oldest.config, [("count", 7)], "late-task")
-            assert saver.sweep().writes >= 1 and orphans(tables) == 0
-            saver.close()
+        after = saver.stats().retention
+        assert (after.checkpoints - before.checkpoints, after.writes - before.writes) == (0, 1)
+        assert orphans(tables) == 1  # the early write, whose checkpoint comes next
+        saver.put(newest.config, fresh, {"source": "update", "step": 9, "parents": {}}, fresh["channel_versions"])
+        stored = saver.get_tuple(config("t", "", fresh["id"]))
+        assert stored is not None and [write[1:] for write in stored.pending_writes or []] == [("count", 8)]
+        assert orphans(tables) == 0
+        app.invoke({"count": 0}, thread("t"), durability="async")  # long again: the sweep collects too
+        saver.put_writes(oldest.config, [("count", 7)], "late-task")
+        assert saver.sweep().writes >= 1 and orphans(tables) == 0
+        saver.close()
 
-    asyncio.run(body())
+    keeping_the_last_two(backend, tmp_path, request, scenario)
 
 
 class LateWrites(TieredSaver):
@@ -479,7 +484,7 @@ def test_writes_landing_after_a_pass_pruned_their_checkpoint_are_collected(tmp_p
         sqlite_durable(path),
         config=SMALL,
         write=write,
-        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+        retention=KEEP_LAST_TWO,
     )
     tables = Tables(path, None)
     app = counter(saver)
@@ -533,7 +538,7 @@ def test_checkpoints_made_long_before_their_put_are_found(tmp_path: Path, settin
     saver = TieredSaver(
         sqlite_durable(tmp_path / "old.db"),
         config=SMALL,
-        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+        retention=KEEP_LAST_TWO,
         **settings,
     )
     saver.sweep()
@@ -555,7 +560,7 @@ def test_another_process_rows_written_after_the_clock_stepped_back_are_found(tmp
     saver = TieredSaver(
         sqlite_durable(path),
         config=SMALL,
-        retention=RetentionPolicy(keep_last=2, sweep_interval_seconds=math.inf),
+        retention=KEEP_LAST_TWO,
         clock=clock.monotonic,
         wall_clock=clock,
     )

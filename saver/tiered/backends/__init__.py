@@ -29,15 +29,12 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .base import (
-    CHUNK,
     INDEX,
     INTERRUPT_CHANNEL,
     NOTHING,
     REMOVED_TABLE,
     Backend,
-    ConditionalPut,
     Kind,
-    MetadataFilter,
     Newest,
     Plan,
     Removal,
@@ -48,32 +45,23 @@ from .base import (
     kind_of,
 )
 from .generic import GenericBackend, MemoryBackend
-from .postgres import PostgresBackend, PostgresDialect
+from .postgres import PostgresBackend
 from .sql import SqlDialect
 from .sqlite import SqliteBackend, SqliteDialect
 
 __all__ = [
-    "CHUNK",
     "INDEX",
     "INTERRUPT_CHANNEL",
     "NOTHING",
     "REMOVED_TABLE",
     "Backend",
-    "ConditionalPut",
-    "GenericBackend",
     "Kind",
-    "MemoryBackend",
-    "MetadataFilter",
     "Newest",
     "Plan",
-    "PostgresBackend",
-    "PostgresDialect",
     "Removal",
     "Removed",
     "SchemaMismatchError",
     "Skeleton",
-    "SqlDialect",
-    "SqliteBackend",
     "SqliteDialect",
     "Table",
     "backend_for",
