@@ -474,7 +474,7 @@ class KnownNewest:
             self.threads.pop(thread_id, None)
 
     def check(self) -> None:
-        """Assert the invariant (for tests)."""
+        """Assert the invariant (for tests). Runtime complexity: O(threads)."""
         with self.lock:
             assert len(self.threads) <= self.capacity, len(self.threads)
             assert all(self.threads.values()), "a thread with no namespace"

@@ -112,7 +112,8 @@ def _pressed(shared: Shared, needed: int) -> bool:
 
 
 def _flusher_running(shared: Shared) -> bool:
-    """Whether the periodic flush runs (with write-back it is the first background job ``resume`` starts)."""
+    """Whether the periodic flush runs (with write-back it is the first background job ``resume`` starts).
+    Runtime complexity: O(1)."""
     return bool(shared.background) and shared.background[0].running
 
 
@@ -853,7 +854,8 @@ def flush_at_exit() -> None:
 
 
 def _exit_lost(lost: list[str]) -> None:
-    """Say what was lost at exit, and end the process with ``LOST_AT_EXIT_STATUS``."""
+    """Say what was lost at exit, and end the process with ``LOST_AT_EXIT_STATUS``. Runtime complexity:
+    O(len(lost)), plus flushing the logs and the standard streams."""
     logger.critical(
         "at interpreter exit, write-back's unflushed writes could not be flushed to the durable tier and are "
         "lost (close the TieredSaver before its durable connection, and check close()'s error): %s; exiting "

@@ -119,7 +119,8 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
 
 
 async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool) -> None:
-    """Async ``resumes_lost``: the durable tier's async side (a sync saver's on the durable pool)."""
+    """Async ``resumes_lost``: the durable tier's async side (a sync saver's on the durable pool). Runtime
+    complexity: that of ``resumes_lost``."""
     known = _known(tiers, thread_id)
     if known is None:
         return

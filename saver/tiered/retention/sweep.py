@@ -113,7 +113,8 @@ class Window:
             self.rewound = lowest
 
     def open(self, upto: str, overlap: Callable[[str], str]) -> bool:
-        """Open the range from ``overlap(since)`` to ``upto`` unless one is open; return whether one is open."""
+        """Open the range from ``overlap(since)`` to ``upto`` unless one is open; return whether one is open.
+        Runtime complexity: O(1)."""
         if self.upto is None:
             if upto <= self.since:
                 return False
@@ -370,13 +371,14 @@ def _bounds(
 
 def _overlap(since: str) -> str:
     """Where a range that continues at ``since`` is read from: ``DISCOVERY_OVERLAP_SECONDS`` earlier (an id
-    that holds no time: ``since`` itself)."""
+    that holds no time: ``since`` itself). Runtime complexity: O(1)."""
     seconds = time_of(since)
     return since if seconds is None else checkpoint_id_at(seconds - DISCOVERY_OVERLAP_SECONDS)
 
 
 def _find_in_tables(tiers: Tiers, sweeper: Sweeper, uptos: dict[Search, str], limit: int) -> bool:
-    """Read the next page of due threads into ``sweeper.due``; return whether any was found."""
+    """Read the next page of due threads into ``sweeper.due``; return whether any was found. Runtime complexity:
+    one index range query a window until one finds something, each returning at most ``limit`` threads."""
     sql, kind, policy = sweeper.sql, sweeper.kind, sweeper.policy
     assert sql is not None
     searches: list[tuple[Window, Due, str, Callable[[Window], tuple[object, ...]]]] = []

@@ -81,7 +81,8 @@ class IdleDeletion:
         return self.interrupted_before is not None and newest < self.interrupted_before
 
     def why(self, waited: bool) -> Deletion:
-        """The reason a deletion under this rule gives (a waiting thread: ``interrupted_ttl_seconds``)."""
+        """The reason a deletion under this rule gives (a waiting thread: ``interrupted_ttl_seconds``). Runtime
+        complexity: O(1)."""
         if waited:
             assert self.interrupted_ttl_seconds is not None
             return Deletion("interrupted_ttl_seconds", self.interrupted_ttl_seconds, self.now, True)
