@@ -39,11 +39,14 @@ from .state import Shared, Tiers, alive, sweep
 __all__ = [
     "Admission",
     "aflown",
+    "arun_plan",
     "aread_list",
     "aread_tuple",
+    "durable_step",
     "flown",
     "read_list",
     "read_tuple",
+    "run_plan",
 ]
 
 T = TypeVar("T")
@@ -71,7 +74,7 @@ def read_tuple(
     ``get_tuple`` (and a ``list`` of one when it found nothing of a root
     namespace's latest), plus encoding what is admitted.
     """
-    return _run(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=True))
+    return run_plan(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=True))
 
 
 async def aread_tuple(
@@ -79,13 +82,13 @@ async def aread_tuple(
 ) -> CheckpointTuple | None:
     """Async ``read_tuple``: the durable tier's async side. Runtime complexity: that of
     ``read_tuple``."""
-    return await _arun(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=False))
+    return await arun_plan(tiers, _tuple_plan(tiers, config, thread_id, namespace, checkpoint_id, sync=False))
 
 
 def _tuple_plan(
     tiers: Tiers, config: RunnableConfig, thread_id: str, namespace: str, checkpoint_id: str | None, *, sync: bool
 ) -> Plan[CheckpointTuple | None]:
-    """``read_tuple``'s steps, written once for both drivers (``_run``, ``_arun``)."""
+    """``read_tuple``'s steps, written once for both drivers (``run_plan``, ``arun_plan``)."""
     shared = tiers.shared
     mark = shared.marks.read(thread_id)  # before the flush: a write after it moves the mark
     yield _Step("flush", thread_id)
@@ -95,12 +98,12 @@ def _tuple_plan(
         _count_wait(shared)
         return (yield _Step("wait", flight))  # type: ignore[no-any-return]
     try:
-        found = yield _durable("get_tuple", config)
+        found = yield durable_step("get_tuple", config)
         empty = (
             found is None
             and checkpoint_id is None
             and namespace == ""
-            and not (yield _durable("list", {"configurable": {"thread_id": thread_id}}, limit=1))
+            and not (yield durable_step("list", {"configurable": {"thread_id": thread_id}}, limit=1))
         )
     except BaseException as error:
         shared.flights.fail(key, flight, error)
@@ -117,12 +120,12 @@ def flown(shared: Shared, key: Hashable, read: Callable[[], Any]) -> Any:
 
     Runtime complexity: one ``read()`` for all the callers; the others wait for it.
     """
-    return _run(None, _flown_plan(shared, key, _Step("call", read), sync=True))
+    return run_plan(None, _flown_plan(shared, key, _Step("call", read), sync=True))
 
 
 async def aflown(shared: Shared, key: Hashable, read: Callable[[], Awaitable[Any]]) -> Any:
     """Async ``flown``: the waiters await the one read. Runtime complexity: one ``read()`` for all the callers."""
-    return await _arun(None, _flown_plan(shared, key, _Step("call", read), sync=False))
+    return await arun_plan(None, _flown_plan(shared, key, _Step("call", read), sync=False))
 
 
 def _flown_plan(shared: Shared, key: Hashable, read: _Step, *, sync: bool) -> Plan[Any]:
@@ -158,7 +161,7 @@ def _exact_plan(found: Sequence[CheckpointTuple | None], thread_id: str, namespa
     if not ids:
         return None
     try:
-        return (yield _durable("exact_writes", thread_id, namespace, ids))  # type: ignore[no-any-return]
+        return (yield durable_step("exact_writes", thread_id, namespace, ids))  # type: ignore[no-any-return]
     except Exception:
         return None  # admitted without them (or not at all: _encode_read decides)
 
@@ -177,14 +180,16 @@ class _Step(NamedTuple):
 
 Plan = Generator[_Step, Any, T]
 """A read's logic as a generator of ``_Step``s, sent each step's result (or thrown its error), returning the
-answer. ``_run`` runs it on the calling thread, ``_arun`` on the event loop, so it is written once for both."""
+answer. ``run_plan`` runs it on the calling thread, ``arun_plan`` on the event loop, so it is written once for both
+(retention's ``resumes`` runs its durable calls so too)."""
 
 
-def _durable(method: str, *args: Any, **kwargs: Any) -> _Step:
+def durable_step(method: str, *args: Any, **kwargs: Any) -> _Step:
+    """A step calling ``DurableTier``'s ``method`` (``"a" + method`` awaited on the async side)."""
     return _Step("durable", (method, args, kwargs))
 
 
-def _run(tiers: Tiers | None, plan: Plan[T]) -> T:
+def run_plan(tiers: Tiers | None, plan: Plan[T]) -> T:
     """Run a plan on the calling thread. Runtime complexity: its steps'."""
     step = _next(plan, None, None)
     while isinstance(step, _Step):
@@ -196,8 +201,8 @@ def _run(tiers: Tiers | None, plan: Plan[T]) -> T:
     return step.value
 
 
-async def _arun(tiers: Tiers | None, plan: Plan[T]) -> T:
-    """``_run`` awaiting: the durable tier's async side, flights awaited. Runtime complexity: its steps'."""
+async def arun_plan(tiers: Tiers | None, plan: Plan[T]) -> T:
+    """``run_plan`` awaiting: the durable tier's async side, flights awaited. Runtime complexity: its steps'."""
     step = _next(plan, None, None)
     while isinstance(step, _Step):
         try:
@@ -445,20 +450,20 @@ def read_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     Runtime complexity: the thread's flush (write-back), the durable saver's ``list``, plus encoding what
     is admitted.
     """
-    return _run(tiers, _list_plan(tiers, request, sync=True))
+    return run_plan(tiers, _list_plan(tiers, request, sync=True))
 
 
 async def aread_list(tiers: Tiers, request: ListRequest) -> list[CheckpointTuple]:
     """Async ``read_list``: the durable tier's async side. Runtime complexity: that of
     ``read_list``."""
-    return await _arun(tiers, _list_plan(tiers, request, sync=False))
+    return await arun_plan(tiers, _list_plan(tiers, request, sync=False))
 
 
 def _list_plan(tiers: Tiers, request: ListRequest, *, sync: bool) -> Plan[list[CheckpointTuple]]:
-    """``read_list``'s steps, written once for both drivers (``_run``, ``_arun``)."""
+    """``read_list``'s steps, written once for both drivers (``run_plan``, ``arun_plan``)."""
     mark = tiers.shared.marks.read(request.thread_id)  # before the flush: a write after it moves the mark
     yield _Step("flush", request.thread_id)
-    listed = _durable("list", request.config, filter=request.filter, before=request.before, limit=request.limit)
+    listed = durable_step("list", request.config, filter=request.filter, before=request.before, limit=request.limit)
     items = yield from _flown_plan(tiers.shared, (*_list_key(request), mark), listed, sync=sync)
     exact = None
     if _admissible(request, items):

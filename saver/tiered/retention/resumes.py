@@ -49,6 +49,8 @@ from ...interrupts import ANSWER_CHANNELS, InterruptLostError, resumes_input, st
 from ..backends import Kind, Plan, dialect_of, kind_of, run_async, run_sync
 from ..backends.sql import SqlDialect
 from ..coordination import Deletion
+from ..read_through import Plan as DurablePlan
+from ..read_through import arun_plan, durable_step, run_plan
 from ..removal import forget_deleted
 from ..state import Tiers, alive, count_rejection
 from .waiting import Removal
@@ -88,69 +90,62 @@ def resumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool)
     does not hold (other savers); a refusal
     adds one transaction (``SqlDialect.forget_orphans``), with the thread's gate held alone.
     """
-    known = _known(tiers, thread_id)
-    if known is None:
+    lost = run_plan(tiers, _found(tiers, thread_id))
+    if lost is None:
         return
-    try:
-        if known.sql is None:
-            found, holds = None, bool(tiers.durable.list(_thread(thread_id), limit=1))
-        else:
-            sql, remembered = known.sql, known.remembered is not None
-            plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
-            found, holds = tiers.durable.on_tables(*plan)
-            if holds and found is not None:
-                tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True))
-    except Exception:
-        if known.hot_newest is None:
-            raise
-        return  # a hot thread's answer does not wait on a durable tier that is down (see _known)
-    removal = _lost_life(known, None if holds else found or known.remembered)
-    if removal is None:
-        return
-    refusal = _lost(tiers, removal, checkpoint_id, log=log)
+    refusal = _lost(tiers, lost[1], checkpoint_id, log=log)
     with tiers.shared.gates.alone(thread_id):  # the writes of the run already past their checks finish first
-        if known.sql is not None:
-            sql = known.sql
-            tiers.durable.on_tables(*_sides(known.kind, lambda: sql.forget_orphans(thread_id), transaction=True))
-        elif not tiers.durable.list(_thread(thread_id), limit=1):
-            tiers.durable.delete_thread(thread_id)
-        _forget(tiers, removal)
+        run_plan(tiers, _refused(tiers, thread_id, *lost))
     raise refusal
 
 
 async def aresumes_lost(tiers: Tiers, thread_id: str, checkpoint_id: str, *, log: bool) -> None:
-    """Async ``resumes_lost``: the durable tier's async side (a sync saver's on the durable pool). Runtime
-    complexity: that of ``resumes_lost``."""
+    """Async ``resumes_lost``: the durable tier's async side (a sync saver's on the durable pool), the same
+    plans (``_found``, ``_refused``). Runtime complexity: that of ``resumes_lost``."""
+    lost = await arun_plan(tiers, _found(tiers, thread_id))
+    if lost is None:
+        return
+    refusal = _lost(tiers, lost[1], checkpoint_id, log=log)
+    async with tiers.shared.gates.aalone(thread_id):
+        await arun_plan(tiers, _refused(tiers, thread_id, *lost))
+    raise refusal
+
+
+def _found(tiers: Tiers, thread_id: str) -> DurablePlan[tuple[_Known, Removal] | None]:
+    """``resumes_lost``'s question, for both drivers (``run_plan``, ``arun_plan``): the removal a resume of the
+    thread answers into, with what was asked, or None (it is not lost). Runtime complexity: its durable calls'."""
     known = _known(tiers, thread_id)
     if known is None:
-        return
+        return None
     try:
         if known.sql is None:
-            found, holds = None, bool(await tiers.durable.alist(_thread(thread_id), limit=1))
+            found, holds = None, bool((yield durable_step("list", _thread(thread_id), limit=1)))
         else:
             sql, remembered = known.sql, known.remembered is not None
-            plan = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
-            found, holds = await tiers.durable.aon_tables(*plan)
+            find = _sides(known.kind, lambda: sql.find_removal(thread_id, remembered))
+            found, holds = yield durable_step("on_tables", *find)
             if holds and found is not None:
                 forget = _sides(known.kind, lambda: sql.forget_removal(thread_id), transaction=True)
-                await tiers.durable.aon_tables(*forget)
+                yield durable_step("on_tables", *forget)
     except Exception:
         if known.hot_newest is None:
             raise
-        return  # a hot thread's answer does not wait on a durable tier that is down (see _known)
+        return None  # a hot thread's answer does not wait on a durable tier that is down (see _known)
     removal = _lost_life(known, None if holds else found or known.remembered)
-    if removal is None:
-        return
-    refusal = _lost(tiers, removal, checkpoint_id, log=log)
-    async with tiers.shared.gates.aalone(thread_id):
-        if known.sql is not None:
-            sql = known.sql
-            orphans = _sides(known.kind, lambda: sql.forget_orphans(thread_id), transaction=True)
-            await tiers.durable.aon_tables(*orphans)
-        elif not await tiers.durable.alist(_thread(thread_id), limit=1):
-            await tiers.durable.adelete_thread(thread_id)
-        _forget(tiers, removal)
-    raise refusal
+    return None if removal is None else (known, removal)
+
+
+def _refused(tiers: Tiers, thread_id: str, known: _Known, removal: Removal) -> DurablePlan[None]:
+    """After a refusal, with the thread's gate held alone: the writes of the refused run that came while the
+    durable tier was asked go (SQL: in one transaction that checks the thread still holds no checkpoint; other
+    savers: the thread, if it holds none), and the hot tier forgets it (``_forget``). Runtime complexity: one
+    transaction, or a ``list(limit=1)`` and perhaps a deletion."""
+    if known.sql is not None:
+        sql = known.sql
+        yield durable_step("on_tables", *_sides(known.kind, lambda: sql.forget_orphans(thread_id), transaction=True))
+    elif not (yield durable_step("list", _thread(thread_id), limit=1)):
+        yield durable_step("delete_thread", thread_id)
+    _forget(tiers, removal)
 
 
 def _lost_life(known: _Known, removal: Removal | None) -> Removal | None:
