@@ -49,6 +49,18 @@ def a_thread_mid_conversation() -> tuple[BoundedInMemorySaver, dict[str, Any], d
     return ours, stored, following
 
 
+def assert_four_frames(entered: Counter[str], method: str, encoder: str, store_method: str) -> None:
+    """The write path's four frames, each entered once: the saver's ``method`` (the delivery), its body
+    (``_`` + ``method``), the codec's ``encoder`` and the store's ``store_method``."""
+    assert sum(entered.values()) == 4, entered
+    assert set(entered) == {
+        f"BoundedInMemorySaver.{method}",
+        f"BoundedInMemorySaver._{method}",
+        encoder,
+        f"Store.{store_method}",
+    }
+
+
 def test_a_put_on_an_existing_thread_runs_four_frames_of_ours() -> None:
     """``put`` (delivery), ``_put`` (locate's fast path inline), ``encode_checkpoint``, ``Store.put_checkpoint``."""
     ours, stored, following = a_thread_mid_conversation()
@@ -61,13 +73,7 @@ def test_a_put_on_an_existing_thread_runs_four_frames_of_ours() -> None:
         lambda: ours.put(stored, after, {"step": 2, "run_id": "r"}, {"messages": "3.0", "count": "3.0"})
     )
     assert ours.stats().checkpoints == 3, "the puts did not happen"
-    assert sum(entered.values()) == 4, entered
-    assert set(entered) == {
-        "BoundedInMemorySaver.put",
-        "BoundedInMemorySaver._put",
-        "encode_checkpoint",
-        "Store.put_checkpoint",
-    }
+    assert_four_frames(entered, "put", "encode_checkpoint", "put_checkpoint")
 
 
 def test_the_frames_of_a_put_do_not_grow_with_its_channels() -> None:
@@ -91,13 +97,7 @@ def test_a_put_writes_of_two_writes_runs_four_frames_of_ours() -> None:
     writes = [("messages", ["hello"]), ("count", 2)]
     entered = frames_of_ours(lambda: ours.put_writes(stored, writes, "task-1", "~__pregel_pull, node"))
     assert ours.stats().pending_writes == 2, "the writes were not stored"
-    assert sum(entered.values()) == 4, entered
-    assert set(entered) == {
-        "BoundedInMemorySaver.put_writes",
-        "BoundedInMemorySaver._put_writes",
-        "encode_writes",
-        "Store.put_writes",
-    }
+    assert_four_frames(entered, "put_writes", "encode_writes", "put_writes")
 
 
 def test_the_count_sees_our_frames() -> None:
