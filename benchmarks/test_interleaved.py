@@ -23,12 +23,11 @@ from collections.abc import Callable
 import pytest
 from floor_saver import FloorSaver
 from test_graph import CONCURRENT_RUNS, build
-from workload import SAVERS, ThreadWriter, fill, task_writes
+from workload import SAVERS, Batch, ThreadWriter, fill, task_writes, timed_batch
 
 BATCH = 50  # calls timed per saver per round
 ROUNDS = 21  # rounds per operation; the median ratio of these is reported
 ROTATION = ("bounded", "stock", "floor")  # round r starts at ROTATION[r % 3]
-Batch = Callable[[], float]  # runs one batch, returns seconds per call
 
 
 def put_batch(saver) -> Batch:
@@ -60,13 +59,7 @@ def put_writes_batch(saver, writers) -> Batch:
 
 
 def repeat(call: Callable[[], object], per_batch: int = BATCH) -> Batch:
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in range(per_batch):
-            call()
-        return (time.perf_counter() - start) / per_batch
-
-    return run
+    return timed_batch(call, per_batch)
 
 
 SAVER_METHODS = ("get_tuple", "put", "put_writes", "aget_tuple", "aput", "aput_writes", "get_next_version")

@@ -55,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver as StockSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from test_graph import build
-from workload import UNBOUNDED, require_this_checkout
+from workload import UNBOUNDED, Batch, require_this_checkout, timed_batch
 
 from langgraph.checkpoint.bounded import BoundedInMemorySaver, InMemoryCheckpointConfig, TieredSaver
 
@@ -213,29 +213,16 @@ def prepare_cold(subjects_: dict[str, Subject], conninfo: str | None, count: int
         subjects_[name].cold = [f"cold-{index}" for index in range(count)]
 
 
-Batch = Callable[[], float]  # runs one batch, returns seconds per call
-
-
-def batch(call: Callable[[], object], size: int) -> Batch:
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in range(size):
-            call()
-        return (time.perf_counter() - start) / size
-
-    return run
-
-
 def operations(subject: Subject, *, turns: int, reads: int, cold: int) -> dict[str, Batch]:
     saver = subject.saver
     latest = subject.thread(3)
     found: dict[str, Batch] = {
-        "graph turn": batch(subject.turn, turns),
-        "get_tuple": batch(lambda: saver.get_tuple(latest), reads),
-        "list(limit=20)": batch(lambda: list(saver.list(latest, limit=20)), max(1, reads // 10)),
+        "graph turn": timed_batch(subject.turn, turns),
+        "get_tuple": timed_batch(lambda: saver.get_tuple(latest), reads),
+        "list(limit=20)": timed_batch(lambda: list(saver.list(latest, limit=20)), max(1, reads // 10)),
     }
     if subject.cold:
-        found["cold get_tuple"] = batch(lambda: saver.get_tuple(_config(subject.cold.pop())), cold)
+        found["cold get_tuple"] = timed_batch(lambda: saver.get_tuple(_config(subject.cold.pop())), cold)
     return found
 
 

@@ -11,6 +11,7 @@ import inspect
 import math
 import random
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,21 @@ def victim_setup(saver: BaseCheckpointSaver, checkpoints: int) -> Callable[[], t
         return (writer.thread_id,), {}
 
     return setup
+
+
+Batch = Callable[[], float]  # runs one batch, returns seconds per call
+
+
+def timed_batch(call: Callable[[], object], size: int) -> Batch:
+    """A batch of ``size`` calls of ``call``, timed: it returns the seconds per call."""
+
+    def run() -> float:
+        start = time.perf_counter()
+        for _ in range(size):
+            call()
+        return (time.perf_counter() - start) / size
+
+    return run
 
 
 def median(values: list[float]) -> float:
