@@ -192,10 +192,7 @@ def through_put(
     limit). Runtime complexity: that of ``Store.put_checkpoint``."""
     store = shared.hot.store
     with store.exclusive():
-        was_alive = alive(store, thread_id)
-        store.forget_tombstone(thread_id)
-        churn = store.pruned_count()
-        shared.marks.move(thread_id)
+        was_alive, churn = _acknowledged(shared, store, thread_id)
         lost = _early_writes_lost(store, shared, thread_id, namespace, record.checkpoint_id)
         shared.early.settled(thread_id, namespace, record.checkpoint_id)
         stays = _stays_latest(shared, store, thread_id, namespace, record, was_alive)
@@ -222,10 +219,7 @@ def through_put_writes(
     leaves memory. Runtime complexity: that of ``Store.put_writes``."""
     store = shared.hot.store
     with store.exclusive():
-        was_alive = alive(store, thread_id)
-        store.forget_tombstone(thread_id)
-        churn = store.pruned_count()
-        shared.marks.move(thread_id)
+        was_alive, churn = _acknowledged(shared, store, thread_id)
         if shared.residency.is_inexact(thread_id, namespace, checkpoint_id):
             _leave_out(shared, thread_id, None)  # ordered among made-up paths, they could read back otherwise
             return
@@ -242,6 +236,17 @@ def through_put_writes(
             _leave_out(shared, thread_id, None)
             return
         _note_writes(shared, thread_id, was_alive, churn)
+
+
+def _acknowledged(shared: Shared, store: Store, thread_id: str) -> tuple[bool, int]:
+    """What every write-through does first once the durable tier acknowledged (lock held): the thread's
+    tombstone goes (its late writes are welcome: it is durable) and its write mark moves. Returns whether the
+    thread was alive and the store's prune count before the write. Runtime complexity: O(1)."""
+    was_alive = alive(store, thread_id)
+    store.forget_tombstone(thread_id)
+    churn = store.pruned_count()
+    shared.marks.move(thread_id)
+    return was_alive, churn
 
 
 def _kept(
