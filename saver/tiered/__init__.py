@@ -31,6 +31,7 @@ loss: it is still durable, and the next read brings it back.
 The modules, from the public face down (imports run one way):
 
 * ``saver``: ``TieredSaver``, whose methods choose a path;
+* ``puts``: ``put`` and ``put_writes`` through both tiers, one plan for both sides;
 * ``removal``: deletions, copies and pruning, durable tier first;
 * ``read_through``: misses, one durable read per key, and admission;
 * ``hot_reads``: what the hot tier answers alone, and the coherence check;

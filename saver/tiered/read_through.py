@@ -37,11 +37,13 @@ from .residency import COMPLETE
 from .state import Shared, Tiers, alive, sweep
 
 __all__ = [
+    "DELIVER",
     "Admission",
     "aflown",
     "arun_plan",
     "aread_list",
     "aread_tuple",
+    "call_step",
     "durable_step",
     "flown",
     "read_list",
@@ -187,6 +189,15 @@ answer. ``run_plan`` runs it on the calling thread, ``arun_plan`` on the event l
 def durable_step(method: str, *args: Any, **kwargs: Any) -> _Step:
     """A step calling ``DurableTier``'s ``method`` (``"a" + method`` awaited on the async side)."""
     return _Step("durable", (method, args, kwargs))
+
+
+def call_step(function: Callable[[], Any]) -> _Step:
+    """A step calling ``function``: its result, awaited on the async side (the plan gives the side's function)."""
+    return _Step("call", function)
+
+
+DELIVER = _Step("deliver", None)
+"""A step delivering what a write or an admission evicted (``flushing.deliver``, ``adeliver``)."""
 
 
 def run_plan(tiers: Tiers | None, plan: Plan[T]) -> T:

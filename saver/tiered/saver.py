@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 import uuid
 import warnings
@@ -24,11 +23,10 @@ from langgraph.checkpoint.base import (
 from .. import codec
 from ..background import Periodic, Resumable
 from ..config import InMemoryCheckpointConfig
-from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, InvalidArgumentError, Store
-from ..locations import channel_names, locate, normalize_id, normalize_ids, root_checkpoint_of
-from ..offload import rough_size
+from ..engine import DroppedThread, InvalidArgumentError, Store
+from ..locations import channel_names, locate, normalize_id, normalize_ids
 from ..saver import BoundedInMemorySaver, kept_per_namespace
-from . import flushing, hot_reads, hot_writes, read_through, removal
+from . import flushing, hot_reads, puts, read_through, removal
 from .backends import kind_of
 from .durable import DurableTier
 from .pools import in_jobs_pool
@@ -560,35 +558,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         O(channels) and serializing the new values; write-back, that of
         ``BoundedInMemorySaver.put`` plus O(channels).
         """
-        tiers = self._tiers
-        shared = tiers.shared
-        thread_id, namespace, parent_id = locate(config)
-        if resumes.starts_afresh(parent_id, checkpoint, metadata):  # a resume LangGraph started afresh
-            resumes.resumes_lost(tiers, thread_id, str(checkpoint.get("id", "")), log=False)
-        stored_metadata = tiers.durable.format.normalize_metadata(config, metadata)  # as the durable tier reads it
-        record, blobs = codec.encode_checkpoint(
-            self.serde, config, checkpoint, stored_metadata, new_versions, parent_id
-        )
-        missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
-        root = root_checkpoint_of(config) if namespace else None
-        if shared.write == "back" and flushing.dirty_room(tiers, thread_id, hot_writes.added(record, blobs)):
-            fallback = hot_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
-            flushing.deliver(tiers)
-            if fallback is None:
-                return hot_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            flushing.flush_thread(tiers, thread_id, fallback.refusal)
-        else:
-            hot_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
-        with shared.gates.sharing(thread_id):
-            hot_writes.refuse_deleted(shared, thread_id, parent_id)
-            if shared.conditional_writes:
-                with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.put: flown here
-                    stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
-            else:
-                stored = tiers.durable.put(config, checkpoint, metadata, new_versions)
-            hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
-        flushing.deliver(tiers)
-        return stored
+        return puts.run(self._tiers, puts.put_plan(self._tiers, config, checkpoint, metadata, new_versions, sync=True))
 
     async def aput(
         self,
@@ -598,39 +568,8 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async ``put``: the durable tier's async side; large new values serialized in a worker thread."""
-        tiers = self._tiers
-        shared = tiers.shared
-        thread_id, namespace, parent_id = locate(config)
-        if resumes.starts_afresh(parent_id, checkpoint, metadata):  # a resume LangGraph started afresh
-            await resumes.aresumes_lost(tiers, thread_id, str(checkpoint.get("id", "")), log=False)
-        values = checkpoint.get("channel_values", {}) if isinstance(checkpoint, Mapping) else {}
-
-        def encode() -> tuple[CheckpointRecord, dict[BlobKey, Blob]]:
-            read_back = tiers.durable.format.normalize_metadata(config, metadata)  # as the durable tier reads it
-            return codec.encode_checkpoint(self.serde, config, checkpoint, read_back, new_versions, parent_id)
-
-        large = rough_size(values[channel] for channel in new_versions if channel in values)
-        record, blobs = await in_jobs_pool(encode) if large > self.config.async_offload_bytes else encode()
-        missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
-        root = root_checkpoint_of(config) if namespace else None
-        if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, hot_writes.added(record, blobs)):
-            fallback = hot_writes.back_put(shared, thread_id, namespace, record, blobs, root, new_versions, missing)
-            await flushing.adeliver(tiers)
-            if fallback is None:
-                return hot_writes.stored_config(thread_id, namespace, record.checkpoint_id)
-            await flushing.aflush_thread(tiers, thread_id, fallback.refusal)
-        else:
-            hot_writes.precheck_put(tiers, thread_id, namespace, record, blobs, checkpoint)
-        async with shared.gates.asharing(thread_id):
-            hot_writes.refuse_deleted(shared, thread_id, parent_id)
-            if shared.conditional_writes:
-                with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.aput: flown here
-                    stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
-            else:
-                stored = await tiers.durable.aput(config, checkpoint, metadata, new_versions)
-            hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
-        await flushing.adeliver(tiers)
-        return stored
+        plan = puts.put_plan(self._tiers, config, checkpoint, metadata, new_versions, sync=False)
+        return await puts.arun(self._tiers, plan)
 
     def put_writes(
         self,
@@ -652,29 +591,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         plus O(len(writes)) and serializing them; write-back, that of
         ``BoundedInMemorySaver.put_writes``.
         """
-        tiers = self._tiers
-        shared = tiers.shared
-        thread_id, namespace, checkpoint_id = hot_writes.writes_location(config)
-        records = codec.encode_writes(self.serde, writes, task_id, task_path)
-        if resumes.answers(records):  # an interrupt's answer: refused if retention deleted what it answers
-            resumes.resumes_lost(tiers, thread_id, checkpoint_id, log=True)
-        root = root_checkpoint_of(config) if namespace else None
-        batch = hot_writes.batch_bytes(records)
-        if shared.write == "back" and flushing.dirty_room(tiers, thread_id, batch):
-            fallback = hot_writes.back_put_writes(
-                shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
-            )
-            flushing.deliver(tiers)
-            if fallback is None:
-                return
-            flushing.flush_thread(tiers, thread_id, fallback.refusal)
-        else:
-            hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
-        with shared.gates.sharing(thread_id):
-            hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            tiers.durable.put_writes(config, writes, task_id, task_path)
-            hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
-        flushing.deliver(tiers)
+        puts.run(self._tiers, puts.put_writes_plan(self._tiers, config, writes, task_id, task_path, sync=True))
 
     async def aput_writes(
         self,
@@ -684,33 +601,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         task_path: str = "",
     ) -> None:
         """Async ``put_writes``: the durable tier's async side; large writes serialized in a worker thread."""
-        tiers = self._tiers
-        shared = tiers.shared
-        thread_id, namespace, checkpoint_id = hot_writes.writes_location(config)
-        pairs = (write[1] for write in writes if isinstance(write, (tuple, list)) and len(write) == 2)
-        if rough_size(pairs) > self.config.async_offload_bytes:
-            records = await in_jobs_pool(lambda: codec.encode_writes(self.serde, writes, task_id, task_path))
-        else:
-            records = codec.encode_writes(self.serde, writes, task_id, task_path)
-        if resumes.answers(records):  # an interrupt's answer: refused if retention deleted what it answers
-            await resumes.aresumes_lost(tiers, thread_id, checkpoint_id, log=True)
-        root = root_checkpoint_of(config) if namespace else None
-        batch = hot_writes.batch_bytes(records)
-        if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, batch):
-            fallback = hot_writes.back_put_writes(
-                shared, thread_id, namespace, checkpoint_id, records, task_id, task_path, root
-            )
-            await flushing.adeliver(tiers)
-            if fallback is None:
-                return
-            await flushing.aflush_thread(tiers, thread_id, fallback.refusal)
-        else:
-            hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
-        async with shared.gates.asharing(thread_id):
-            hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            await tiers.durable.aput_writes(config, writes, task_id, task_path)
-            hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
-        await flushing.adeliver(tiers)
+        await puts.arun(self._tiers, puts.put_writes_plan(self._tiers, config, writes, task_id, task_path, sync=False))
 
     # --- removals and copies ----------------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ ENGINE_LAYERS = [
 TIERED_LAYERS = [
     {"__init__"},  # the package's exports
     {"saver"},  # the public face: TieredSaver, whose methods choose a path
+    {"puts"},  # put and put_writes through both tiers: one plan for both sides
     {"retention"},  # the durable tier bounded too: policies, sweeps, one thread's removal (a folder)
     {"removal", "read_through"},  # paths through both tiers
     {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
