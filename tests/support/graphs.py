@@ -98,6 +98,17 @@ def counted(calls: dict[str, int], name: str) -> None:
     calls[name] = calls.get(name, 0) + 1
 
 
+def appending(calls: dict[str, int], name: str, channel: str, text: str | None = None) -> Callable[[Any], dict]:
+    """A node that counts its runs in ``calls`` under ``name`` and appends ``text`` (``name`` if None) to the
+    list of ``channel``."""
+
+    def node(state: Any) -> dict:
+        counted(calls, name)
+        return {channel: [name if text is None else text]}
+
+    return node
+
+
 # --- graphs ---------------------------------------------------------------------------------------
 
 
@@ -161,24 +172,12 @@ def approval_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> 
 def nested_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any:
     """A parent whose middle node is a subgraph that itself interrupts."""
 
-    def inner_work(state: ChatState) -> dict:
-        counted(calls, "inner_work")
-        return {"messages": ["inner"]}
-
     def inner_ask(state: ChatState) -> dict:
         counted(calls, "inner_ask")
         return {"messages": [f"inner answer {interrupt('inner?')}"]}
 
-    sub = linear(ChatState, {"inner_work": inner_work, "inner_ask": inner_ask})
-
-    def before(state: ChatState) -> dict:
-        counted(calls, "before")
-        return {"messages": ["before"]}
-
-    def after(state: ChatState) -> dict:
-        counted(calls, "after")
-        return {"messages": ["after"]}
-
+    sub = linear(ChatState, {"inner_work": appending(calls, "inner_work", "messages", "inner"), "inner_ask": inner_ask})
+    before, after = appending(calls, "before", "messages"), appending(calls, "after", "messages")
     return linear(ChatState, {"before": before, "sub": sub.compile(), "after": after}).compile(
         checkpointer=checkpointer
     )
@@ -251,14 +250,6 @@ def flaky_parallel_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int
     checkpointer.put_writes = put_writes  # type: ignore[method-assign]
     checkpointer.aput_writes = aput_writes  # type: ignore[method-assign]
 
-    def start(state: FlakyState) -> dict:
-        counted(calls, "start")
-        return {"log": ["start"]}
-
-    def steady(state: FlakyState) -> dict:
-        counted(calls, "steady")
-        return {"log": ["steady"]}
-
     def flaky(state: FlakyState) -> dict:
         counted(calls, "flaky")
         if calls["flaky"] == 1:
@@ -267,15 +258,11 @@ def flaky_parallel_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int
             raise ConnectionError("transient failure")
         return {"log": ["flaky"]}
 
-    def join(state: FlakyState) -> dict:
-        counted(calls, "join")
-        return {"log": ["join"]}
-
     builder = StateGraph(FlakyState)
-    builder.add_node("start", start)
-    builder.add_node("steady", steady)
+    builder.add_node("start", appending(calls, "start", "log"))
+    builder.add_node("steady", appending(calls, "steady", "log"))
     builder.add_node("flaky", flaky, retry_policy=RetryPolicy(initial_interval=0, jitter=False) if retry else None)
-    builder.add_node("join", join)
+    builder.add_node("join", appending(calls, "join", "log"))
     builder.add_edge(START, "start")
     builder.add_edge("start", "steady")
     builder.add_edge("start", "flaky")
