@@ -38,7 +38,7 @@ import sqlite3
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -877,6 +877,46 @@ def _update(thread_id: str, found: Any, worker: int, update: int, saver: Any) ->
     return at(thread_id, "", parent), child, metadata, {"count": version}, parent
 
 
+@dataclass
+class _RaceStep:
+    """A step of a racing process: a read of ``read`` (``put`` None), or a conditional put of ``put``'s
+    arguments expecting ``expected``."""
+
+    read: RunnableConfig
+    put: tuple[Any, ...] | None = None
+    expected: str | None = None
+
+
+Race = Generator[_RaceStep, Any, tuple[list[str], int]]
+
+
+def _race_plan(thread_id: str, worker: int, saver: Any) -> Race:
+    """One process's updates, for both drivers (``_race_sync``, ``_race_async``): read the newest checkpoint,
+    put a child of it counting one more, retry on a conflict; the ids acknowledged and the conflicts met."""
+    acknowledged: list[str] = []
+    conflicts = 0
+    for update in range(UPDATES_PER_PROCESS):
+        while True:
+            found = yield _RaceStep(at(thread_id))
+            config, child, metadata, versions, parent = _update(thread_id, found, worker, update, saver)
+            try:
+                stored = yield _RaceStep(at(thread_id), (config, child, metadata, versions), parent)
+            except CheckpointConflictError:
+                conflicts += 1
+                continue
+            acknowledged.append(stored_id(stored))
+            break
+    return acknowledged, conflicts
+
+
+def _answer(plan: Race, result: Any, conflict: CheckpointConflictError | None) -> _RaceStep | tuple[list[str], int]:
+    """The plan's next step, sent a step's result or thrown its conflict; or, once it is done, its answer."""
+    try:
+        return plan.send(result) if conflict is None else plan.throw(conflict)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 def _race_sync(kind: str, where: str, thread_id: str, worker: int, start: Any) -> tuple[list[str], int]:
     saver: Any
     with contextlib.ExitStack() as closing:
@@ -886,22 +926,20 @@ def _race_sync(kind: str, where: str, thread_id: str, worker: int, start: Any) -
             saver = SqliteSaver(connection)
         else:
             saver = closing.enter_context(PostgresSaver.from_conn_string(where))
-        acknowledged: list[str] = []
-        conflicts = 0
         saver.get_tuple(at(thread_id))  # connected and set up before the race starts
         start.wait(DEADLINE)
-        for update in range(UPDATES_PER_PROCESS):
-            while True:
-                found = saver.get_tuple(at(thread_id))
-                config, child, metadata, versions, parent = _update(thread_id, found, worker, update, saver)
-                try:
-                    stored = put_if_newest(saver, config, child, metadata, versions, expected=parent)
-                except CheckpointConflictError:
-                    conflicts += 1
-                    continue
-                acknowledged.append(stored_id(stored))
-                break
-        return acknowledged, conflicts
+        plan = _race_plan(thread_id, worker, saver)
+        step = next(plan)
+        while not isinstance(step, tuple):
+            try:
+                if step.put is None:
+                    result, conflict = saver.get_tuple(step.read), None
+                else:
+                    result, conflict = put_if_newest(saver, *step.put, expected=step.expected), None
+            except CheckpointConflictError as error:
+                result, conflict = None, error
+            step = _answer(plan, result, conflict)
+        return step
 
 
 async def _race_async(kind: str, where: str, thread_id: str, worker: int, start: Any) -> tuple[list[str], int]:
@@ -915,22 +953,20 @@ async def _race_async(kind: str, where: str, thread_id: str, worker: int, start:
             saver = AsyncSqliteSaver(connection)
         else:
             saver = await closing.enter_async_context(AsyncPostgresSaver.from_conn_string(where))
-        acknowledged: list[str] = []
-        conflicts = 0
         await saver.aget_tuple(at(thread_id))
         await asyncio.get_running_loop().run_in_executor(None, start.wait, DEADLINE)
-        for update in range(UPDATES_PER_PROCESS):
-            while True:
-                found = await saver.aget_tuple(at(thread_id))
-                config, child, metadata, versions, parent = _update(thread_id, found, worker, update, saver)
-                try:
-                    stored = await aput_if_newest(saver, config, child, metadata, versions, expected=parent)
-                except CheckpointConflictError:
-                    conflicts += 1
-                    continue
-                acknowledged.append(stored_id(stored))
-                break
-        return acknowledged, conflicts
+        plan = _race_plan(thread_id, worker, saver)
+        step = next(plan)
+        while not isinstance(step, tuple):
+            try:
+                if step.put is None:
+                    result, conflict = await saver.aget_tuple(step.read), None
+                else:
+                    result, conflict = await aput_if_newest(saver, *step.put, expected=step.expected), None
+            except CheckpointConflictError as error:
+                result, conflict = None, error
+            step = _answer(plan, result, conflict)
+        return step
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgres"])
