@@ -20,7 +20,7 @@ from langgraph.checkpoint.bounded import (
 )
 from tests.conftest import FakeClock
 from tests.support.graphs import Runner, approval_graph, delta_channel_conversation, delta_graph, interrupt_and_resume
-from tests.support.helpers import SteppingClock, config, fingerprint, make_checkpoint, put
+from tests.support.helpers import SteppingClock, config, fingerprint, make_checkpoint, put, recording_hook
 
 
 def snapshot(saver: BoundedInMemorySaver, thread_id: str) -> list[Any]:
@@ -238,10 +238,7 @@ def test_an_async_hook_is_awaited_on_the_callers_loop_before_the_call_returns() 
 def test_a_sync_caller_runs_an_async_hook_to_completion() -> None:
     announced: list[str] = []
 
-    async def archive(dropped: DroppedThread, export: ThreadExport) -> None:
-        await asyncio.sleep(0)
-        announced.append(dropped.thread_id)
-
+    archive = recording_hook(announced)
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=archive))
     filled(saver, "first")
     put(saver, "second", {"a": 1})
@@ -325,10 +322,7 @@ def test_a_sync_call_on_a_loop_does_not_wait_for_an_async_delivery_under_way() -
     not block the loop waiting for it: it leaves its drop to that delivery."""
     announced: list[str] = []
 
-    async def slow(dropped: DroppedThread, export: ThreadExport) -> None:
-        await asyncio.sleep(0.05)
-        announced.append(dropped.thread_id)
-
+    slow = recording_hook(announced, 0.05)
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=slow))
 
     async def scenario() -> list[str]:

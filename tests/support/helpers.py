@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,6 +64,17 @@ def put(
         metadata or {"source": "loop", "step": 0, "parents": {}},
         dict(checkpoint["channel_versions"]),
     )
+
+
+def recording_hook(into: list[str], pause: float = 0.0) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
+    """An async ``on_evict`` hook that sleeps ``pause`` seconds (0: a turn of the loop), then appends the dropped
+    thread's id to ``into``."""
+
+    async def hook(dropped: Any, export: Any) -> None:
+        await asyncio.sleep(pause)
+        into.append(dropped.thread_id)
+
+    return hook
 
 
 def fingerprint(store: Store) -> Any:

@@ -34,7 +34,7 @@ from langgraph.checkpoint.bounded.engine.eviction import EXPIRY_BUDGET
 from langgraph.checkpoint.bounded.engine.hooks import QUEUE_BOUND
 from tests.conftest import FakeClock, make_saver
 from tests.support.graphs import linear
-from tests.support.helpers import config, fingerprint, make_checkpoint, put
+from tests.support.helpers import config, fingerprint, make_checkpoint, put, recording_hook
 
 
 class Log(TypedDict):
@@ -327,10 +327,7 @@ def test_a_resume_of_an_evicted_interrupted_thread_can_be_checked_first() -> Non
 def test_a_sync_hook_that_returns_a_coroutine_has_it_run() -> None:
     archived: list[str] = []
 
-    async def archive(dropped: Any, export: Any) -> None:
-        await asyncio.sleep(0)
-        archived.append(dropped.thread_id)
-
+    archive = recording_hook(archived)
     saver = BoundedInMemorySaver(
         config=InMemoryCheckpointConfig(max_threads=1, on_evict=lambda dropped, export: archive(dropped, export))
     )
@@ -349,10 +346,7 @@ def test_a_sync_hook_that_returns_a_coroutine_has_it_run() -> None:
 def test_drops_left_by_cancelled_callers_are_delivered_by_close() -> None:
     delivered: list[str] = []
 
-    async def slow_archive(dropped: Any, export: Any) -> None:
-        await asyncio.sleep(0.05)
-        delivered.append(dropped.thread_id)
-
+    slow_archive = recording_hook(delivered, 0.05)
     saver = BoundedInMemorySaver(config=InMemoryCheckpointConfig(max_threads=1, on_evict=slow_archive))
 
     async def scenario() -> None:
