@@ -424,7 +424,8 @@ def run(shape: Shape) -> dict[str, Any]:
     load.append(os.getloadavg()[0])
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "arguments": "".join(f" {a}" for a in sys.argv[1:]),
+        "command": ("BENCH_QUICK=1 " if os.environ.get("BENCH_QUICK") == "1" else "")
+        + " ".join(["python benchmarks/concurrency.py", *sys.argv[1:]]),
         "machine": machine(),
         "commit": commit(),
         "load": load,
@@ -544,7 +545,7 @@ def report(results: dict[str, Any], output: Path | None) -> str:
             "",
         ]
     lines += [
-        f"`python benchmarks/concurrency.py{results['arguments']}` ({results['elapsed'] / 60:.1f} minutes), at commit "
+        f"`{results['command']}` ({results['elapsed'] / 60:.1f} minutes), at commit "
         f"{results['commit']}. Machine: {results['machine']}. Load average (1 min) at the start and end: "
         f"{results['load'][0]:.1f} / {results['load'][1]:.1f} (a shared machine: other work may have run beside it).",
         "",
