@@ -114,9 +114,12 @@ bench-tiered: install
 bench-retention: install
 	$(BIN)/python benchmarks/retention.py $(BENCH)
 
-# CompressingSerializer's cost and savings, value size by value size (about a minute): results/compression/.
+# CompressingSerializer's cost and savings, value size by value size (about a minute), then compression on and off
+# side by side over SQLite and PostgreSQL and in the memory saver (benchmarks/bytes.py, a few minutes; issue 35):
+# results/compression/RESULTS.md and BYTES.md.
 bench-compression: install
 	$(BIN)/python benchmarks/compression.py
+	$(BIN)/python benchmarks/bytes.py
 
 # Concurrent conversations (C = 1, 10, 50, 200; asyncio tasks and threads) over a throwaway PostgreSQL 15: the
 # savers alone and TieredSaver in both write modes, throughput, tails, CPU, rows and bytes a turn (issue 34;
