@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import os
 import random
 import sqlite3
@@ -48,15 +47,15 @@ from base64 import b64encode
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the benchmarks' helpers, when imported from elsewhere
 
 from compression import sentence  # noqa: E402
 from concurrency import Database  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
 from retention import commit, machine, sqlite_size  # noqa: E402
+from test_graph import Chat, compile_chat  # noqa: E402
 from test_graph import build as build_retention_chat  # noqa: E402
 from tiered import ServerUnavailable, postgres, postgres_saver  # noqa: E402
 
@@ -71,11 +70,6 @@ OUTPUT = HERE / "results" / "compression"
 USER_MESSAGE = {"messages": [{"role": "user", "content": "hi"}]}
 HOT = InMemoryCheckpointConfig(max_threads=10_000, max_total_bytes=1 << 30, max_checkpoint_bytes=8 << 20)
 MEMORY_BUDGETS = {"retention chat": 4 << 20, "English chat": 4 << 20, "tool outputs + images": 16 << 20}
-
-
-class Chat(TypedDict, total=False):
-    messages: Annotated[list[Any], operator.add]
-    calls: int
 
 
 def english(rng: random.Random, size: int) -> str:
@@ -112,13 +106,7 @@ def build_chat(checkpointer: Any, *, heavy: bool) -> Any:
             found.append({"role": "tool", "content": [{"type": "image", "source_type": "base64", "data": image}]})
         return {"messages": found}
 
-    builder = StateGraph(Chat)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", tools)
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", lambda s: "tools" if s["calls"] % 2 else END, ["tools", END])
-    builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=checkpointer)
+    return compile_chat(checkpointer, agent, tools)
 
 
 WORKLOADS: dict[str, Callable[[Any], Any]] = {
