@@ -283,11 +283,14 @@ def report(results: dict[str, Any], output: Path | None) -> str:
                 ratio, low, high, steps = found[f"{side} latency on/off"]
                 off, on = found[f"{side}, off"], found[f"{side}, on"]
                 saving = off["disk_bytes"] / on["disk_bytes"]
+                mean = on["turn_ms_mean"] / off["turn_ms_mean"]
+                cpu = on["cpu_ms_per_turn"] / off["cpu_ms_per_turn"]
                 verdicts.append(
                     f"{kind}, {workload}, {side}: {saving:.2f}x fewer bytes on disk (target >= 3x on text-heavy "
-                    f"state: **{'holds' if saving >= 3 else 'does not hold'}**); a turn on/off {ratio:.3f} "
-                    f"({low:.3f}-{high:.3f}, {steps} steps) (target <= 1.05: "
-                    f"**{'holds' if ratio <= 1.05 else 'does not hold'}**)"
+                    f"state: **{'holds' if saving >= 3 else 'does not hold'}**); a turn on/off: median of the "
+                    f"per-step ratios {ratio:.3f} ({low:.3f}-{high:.3f}, {steps} steps), mean turns {mean:.3f}, CPU "
+                    f"per turn {cpu:.3f} (target <= 1.05 by the median and the mean: "
+                    f"**{'holds' if max(ratio, mean) <= 1.05 else 'does not hold'}**)"
                 )
         lines.append("")
     lines += [
@@ -306,6 +309,24 @@ def report(results: dict[str, Any], output: Path | None) -> str:
             f"under {MEMORY_BUDGETS[workload] >> 20} MiB"
         )
     lines += ["", "## The issue's targets, as measured", "", *(f"* {line}" for line in verdicts), ""]
+    lines += [
+        "## Notes on the workloads",
+        "",
+        "* The **retention chat**'s text is not what chat text is like: `benchmarks/workload.py` builds its corpus "
+        "from a fresh `random.Random(1)` per character, so `CORPUS` is 65,536 times the letter `e`, and every "
+        "message of that graph is a run of one letter. It compresses far better than text does; it is measured "
+        "because the issue names it, and the **English chat** (same shape, English-like text) is the text-heavy "
+        "figure to read.",
+        "* SQLite: `SqliteSaver` stores each checkpoint with its channel values in one value (compressed as one), "
+        "and each pending write as its own value: a chat's writes are single messages under "
+        "`CompressingSerializer`'s default 1 KB threshold, stored as they are, so the file shrinks less than "
+        "the checkpoints do.",
+        "* PostgreSQL: `PostgresSaver` stores each channel's value in `checkpoint_blobs`, which PostgreSQL's TOAST "
+        "already compresses (pglz) once a row passes about 2 KB, so compression off is not uncompressed there.",
+        "* A turn's time on this shared machine varies far more from turn to turn than the 5% target (see the "
+        "quartiles); CPU per turn is the steadier figure of what compression adds.",
+        "",
+    ]
     text = "\n".join(lines) + "\n"
     if output is not None:
         (output / "BYTES.md").write_text(text)
