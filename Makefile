@@ -123,7 +123,7 @@ bench-compression: install
 
 # Concurrent conversations (C = 1, 10, 50, 200; asyncio tasks and threads) over a throwaway PostgreSQL 15: the
 # savers alone and TieredSaver in both write modes, throughput, tails, CPU, rows and bytes a turn (issue 34;
-# about half an hour; BENCH_QUICK=1 for C = 1 and 10, one round): results/concurrency/.
+# 10 to 20 minutes, 2 minutes more a stalled cell; BENCH_QUICK=1 for C = 1 and 10, one round): results/concurrency/.
 bench-concurrency: install
 	$(BIN)/python benchmarks/concurrency.py
 
