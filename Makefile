@@ -10,7 +10,7 @@ PYTHON312 ?= $(shell for candidate in python3.12 python3.13 python3.14 $(wildcar
 # Test workers: pytest-xdist, one per core (each module's tests stay on one worker: its servers start once).
 WORKERS ?= auto
 
-.PHONY: install install-demo install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered bench-retention bench-compression limits overload clean
+.PHONY: install install-demo install-server demo test lint typecheck docs soak bench bench-full bench-instructions bench-memory bench-tiered bench-retention bench-compression bench-concurrency limits overload clean
 BENCH := -p no:cacheprovider --benchmark-columns=median,rounds --benchmark-sort=name
 
 # The project's venv (Python 3.11+), in two steps, so that `make demo` waits only for what the demo needs (the
@@ -114,9 +114,18 @@ bench-tiered: install
 bench-retention: install
 	$(BIN)/python benchmarks/retention.py $(BENCH)
 
-# CompressingSerializer's cost and savings, value size by value size (about a minute): results/compression/.
+# CompressingSerializer's cost and savings, value size by value size (about a minute), then compression on and off
+# side by side over SQLite and PostgreSQL and in the memory saver (benchmarks/bytes.py, a few minutes; issue 35):
+# results/compression/RESULTS.md and BYTES.md.
 bench-compression: install
 	$(BIN)/python benchmarks/compression.py
+	$(BIN)/python benchmarks/bytes.py
+
+# Concurrent conversations (C = 1, 10, 50, 200; asyncio tasks and threads) over a throwaway PostgreSQL 15: the
+# savers alone and TieredSaver in both write modes, throughput, tails, CPU, rows and bytes a turn (issue 34;
+# 10 to 20 minutes, 2 minutes more a stalled cell; BENCH_QUICK=1 for C = 1 and 10, one round): results/concurrency/.
+bench-concurrency: install
+	$(BIN)/python benchmarks/concurrency.py
 
 # CPU instructions per operation, counted by valgrind (not in CI: about 10 minutes; needs valgrind).
 bench-instructions: install

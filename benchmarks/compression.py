@@ -102,6 +102,8 @@ def main() -> None:
         f"Measured by `benchmarks/compression.py` ({rounds} interleaved rounds, median per call) on "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Level 1 for both codecs.",
         "Times in microseconds; 'added' is what CompressingSerializer adds to the plain serializer's call.",
+        "Whole graph turns, compression on and off over SQLite, PostgreSQL and the memory saver: "
+        "[BYTES.md](BYTES.md) (`benchmarks/bytes.py`).",
         "",
         "| value | serialized bytes | zstd bytes | zlib bytes | dumps µs | zstd added µs | zlib added µs "
         "| loads µs | zstd loads added µs |",

@@ -37,6 +37,11 @@ def build(checkpointer):
     def tools(state: Chat) -> dict:
         return {"messages": [{"role": "tool", "content": "42"}]}
 
+    return compile_chat(checkpointer, agent, tools)
+
+
+def compile_chat(checkpointer, agent, tools):
+    """The chat's edges (agent -> tools while ``calls`` is odd -> agent -> end) over the given nodes, compiled."""
     builder = StateGraph(Chat)
     builder.add_node("agent", agent)
     builder.add_node("tools", tools)

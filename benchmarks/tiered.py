@@ -114,12 +114,13 @@ def postgres(*, fsync: bool = True) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def postgres_saver(conninfo: str) -> Any:
+def postgres_saver(conninfo: str, serde: Any = None) -> Any:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
     from psycopg.rows import dict_row
 
-    saver = PostgresSaver(Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+    connection = Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(connection, serde=serde)
     saver.setup()
     return saver
 
