@@ -49,7 +49,7 @@ def run(tiers: Tiers, plan: Plan[T | Gated[T]]) -> T:
     if not isinstance(ready, Gated):
         return ready
     with tiers.shared.gates.sharing(ready.thread_id):
-        stored = run_plan(tiers, ready.plan)
+        stored: T = run_plan(tiers, ready.plan)
     flushing.deliver(tiers)
     return stored
 
@@ -60,7 +60,7 @@ async def arun(tiers: Tiers, plan: Plan[T | Gated[T]]) -> T:
     if not isinstance(ready, Gated):
         return ready
     async with tiers.shared.gates.asharing(ready.thread_id):
-        stored = await arun_plan(tiers, ready.plan)
+        stored: T = await arun_plan(tiers, ready.plan)
     await flushing.adeliver(tiers)
     return stored
 
