@@ -66,7 +66,7 @@ TIERED_LAYERS = [
     {"removal", "read_through"},  # paths through both tiers
     {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
     {"state"},  # what every with_allowlist() copy shares
-    {"stats"},
+    {"stats", "storage"},  # counters; a thread's size in both tiers
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
