@@ -589,6 +589,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         record, blobs = codec.encode_checkpoint(
             self.serde, config, checkpoint, stored_metadata, new_versions, parent_id
         )
+        storage.refuse_too_large(shared, self._write, thread_id, record.checkpoint_id, hot_writes.added(record, blobs))
         missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and flushing.dirty_room(tiers, thread_id, hot_writes.added(record, blobs)):
@@ -631,6 +632,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         large = rough_size(values[channel] for channel in new_versions if channel in values)
         record, blobs = await in_jobs_pool(encode) if large > self.config.async_offload_bytes else encode()
+        storage.refuse_too_large(shared, self._write, thread_id, record.checkpoint_id, hot_writes.added(record, blobs))
         missing = functools.partial(hot_writes.encode_values, self.serde, checkpoint)  # values a partial copy lacks
         root = root_checkpoint_of(config) if namespace else None
         if shared.write == "back" and await flushing.adirty_room(tiers, thread_id, hot_writes.added(record, blobs)):

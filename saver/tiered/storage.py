@@ -16,8 +16,10 @@ from langchain_core.runnables import RunnableConfig
 from ..engine import CheckpointCapacityError, Store, ThreadStorage, render_rows
 from .backends.generic import estimate_storage
 from .durable import DurableTier
+from .settings import WriteBack, WriteThrough
+from .state import Shared, count_rejection
 
-__all__ = ["CheckpointTooLargeError", "TieredThreadStorage", "athread_storage", "thread_storage"]
+__all__ = ["CheckpointTooLargeError", "TieredThreadStorage", "athread_storage", "refuse_too_large", "thread_storage"]
 
 
 class CheckpointTooLargeError(CheckpointCapacityError):
@@ -28,6 +30,9 @@ class CheckpointTooLargeError(CheckpointCapacityError):
     ``needed`` (the checkpoint's bytes: its checkpoint, metadata and new channel values, serialized as stored),
     ``thread_id``.
     """
+
+    rejection = "write.max_checkpoint_bytes"
+    """Its key in ``TieredStats.rejections`` (and the metric ``tiered_checkpoints_too_large``)."""
 
     def __init__(self, thread_id: str, checkpoint_id: str, size: int, limit: int) -> None:
         super().__init__(
@@ -127,3 +132,14 @@ async def athread_storage(hot: Store, durable: DurableTier, thread_id: str) -> T
     return TieredThreadStorage(
         thread_id, hot.thread_storage(thread_id, "hot"), await adurable_storage(durable, thread_id)
     )
+
+
+def refuse_too_large(
+    shared: Shared, policy: WriteThrough | WriteBack, thread_id: str, checkpoint_id: str, size: int
+) -> None:
+    """Raise ``CheckpointTooLargeError`` (counted in ``rejections``) when a put of ``size`` bytes passes the write
+    policy's ``max_checkpoint_bytes``; before anything is written. Runtime complexity: O(1)."""
+    limit = policy.max_checkpoint_bytes
+    if limit is not None and size > limit:
+        count_rejection(shared, CheckpointTooLargeError.rejection)
+        raise CheckpointTooLargeError(thread_id, checkpoint_id, size, limit)
