@@ -207,6 +207,15 @@ def test_a_thread_is_pruned_oldest_first_until_it_fits_keeping_as_many_as_fit(
         saver.close()
 
 
+def answer_then_wait(apps: tuple[Any, ...], thread_id: str) -> None:
+    """Three turns each answered at their interrupt, then a fourth left waiting at it, on each app."""
+    for each in apps:
+        for turn in range(3):
+            each.invoke({"messages": [f"go {turn}"]}, thread(thread_id))
+            each.invoke(Command(resume=f"answer {turn}"), thread(thread_id))
+        each.invoke({"messages": ["last"]}, thread(thread_id))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_waiting_thread_over_the_bound_keeps_its_newest_resumes_and_is_reported(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -214,11 +223,7 @@ def test_a_waiting_thread_over_the_bound_keeps_its_newest_resumes_and_is_reporte
     with durable_of(kind, tmp_path, request) as durable:
         saver = quota(durable, 1)  # no thread fits one byte
         app, stock = approval_graph(saver, {}), approval_graph(StockSaver(), {})
-        for each in (app, stock):
-            for turn in range(3):
-                each.invoke({"messages": [f"draft {turn}"]}, thread("wait"))
-                each.invoke(Command(resume=f"answer {turn}"), thread("wait"))
-            each.invoke({"messages": ["last"]}, thread("wait"))  # waits at the interrupt
+        answer_then_wait((app, stock), "wait")  # waits at the interrupt
         report = saver.sweep()
         assert report.pruned_threads == 1 and report.over_bytes == 1
         assert saver.stats().retention.over_bytes_threads == 1
@@ -234,11 +239,7 @@ def test_subgraph_calls_and_delta_channels_keep_what_they_need(tmp_path: Path) -
     stock_calls: dict[str, int] = {}
     app, stock = nested_graph(saver, calls), nested_graph(StockSaver(), stock_calls)
     delta, stock_delta = delta_graph(saver, {}), delta_graph(StockSaver(), {})
-    for each in (app, stock):
-        for turn in range(3):
-            each.invoke({"messages": [f"go {turn}"]}, thread("nested"))
-            each.invoke(Command(resume=f"answer {turn}"), thread("nested"))
-        each.invoke({"messages": ["last"]}, thread("nested"))  # waits inside the subgraph
+    answer_then_wait((app, stock), "nested")  # waits inside the subgraph
     for turn in range(5):
         for each in (delta, stock_delta):
             each.invoke({"items": [f"user {turn}"]}, thread("delta"))
