@@ -637,7 +637,7 @@ class CheckpointSizes(NamedTuple):
     def kept_bytes(self, kept: Iterable[tuple[str, str]]) -> int:
         """The bytes the thread would hold with only ``kept`` checkpoints: theirs and each value they use once.
         Runtime complexity: O(kept checkpoints x channels)."""
-        total, used = 0, set()
+        total, used = 0, set[tuple[str, str, str]]()
         for key in kept:
             total += self.own.get(key, 0)
             used.update((key[0], channel, version) for channel, version in self.refs.get(key, ()))
