@@ -43,11 +43,11 @@ if TYPE_CHECKING:
         ThreadDeletedError,
         TieredSaver,
         TieredStats,
-        TieredThreadStorage,
         UnstorableWriteError,
         WriteBack,
         WriteThrough,
     )
+    from .tiered.storage import TieredThreadStorage
     from .transfer import copy_threads
 
 try:
@@ -84,7 +84,7 @@ _EXPORTS = {
     "ThreadStorage": ".engine",
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
-    "TieredThreadStorage": ".tiered",
+    "TieredThreadStorage": ".tiered.storage",
     "UnstorableWriteError": ".tiered",
     "WriteBack": ".tiered",
     "WriteThrough": ".tiered",

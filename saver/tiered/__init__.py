@@ -67,7 +67,7 @@ from .retention import RetentionPolicy
 from .saver import TieredSaver
 from .settings import Oversize, Processes, WriteBack, WriteThrough
 from .stats import RetentionStats, SweepReport, TieredStats
-from .storage import CheckpointTooLargeError, TieredThreadStorage
+from .storage import CheckpointTooLargeError
 
 __all__ = [
     "CheckpointConflictError",
@@ -81,7 +81,6 @@ __all__ = [
     "ThreadDeletedError",
     "TieredSaver",
     "TieredStats",
-    "TieredThreadStorage",
     "UnstorableWriteError",
     "WriteBack",
     "WriteThrough",
