@@ -39,7 +39,7 @@ from .records import (
     make_write_record,
 )
 from .records import payload_size as payload_size
-from .stats import StoreStats
+from .stats import StoreStats, ThreadStorage
 from .stats import render_rows as render_rows
 from .stats import size_text as size_text
 from .store import Store
@@ -69,6 +69,7 @@ __all__ = [
     "ThreadEvictedError",
     "ThreadExport",
     "ThreadQuarantinedError",
+    "ThreadStorage",
     "Version",
     "WriteRecord",
     "make_checkpoint_record",

@@ -17,8 +17,9 @@ from typing import NamedTuple
 
 from . import identifiers, lineage
 from .namespace import EMPTY_NAMESPACE, Namespace
-from .records import ChannelHistory, CheckpointRecord, CheckpointView
+from .records import ChannelHistory, CheckpointRecord, CheckpointView, payload_size
 from .state import State
+from .stats import ThreadStorage
 from .thread import Thread
 
 __all__ = [
@@ -209,3 +210,37 @@ def delta_history(
 
 
 _creation_order = attrgetter("created")  # in C
+
+
+def thread_storage(state: State, thread_id: str, tier: str) -> ThreadStorage:
+    """The bytes a stored thread occupies, from the records themselves (no payload is re-serialized).
+
+    Reads only: a thread the store does not hold reports zeros, and nothing is created, expired or
+    marked as used.
+
+    Runtime complexity: O(k + b + w) for the thread's k checkpoints, b channel values and w writes.
+    """
+    thread = state.threads.get(thread_id)
+    if thread is None:
+        return ThreadStorage(thread_id, tier)
+    by_channel: dict[str, int] = {}
+    checkpoint_bytes = write_bytes = writes = 0
+    for space in thread.namespaces.values():
+        checkpoint_bytes += sum(record.nbytes for record in space.records.values())
+        for stored in space.writes.values():
+            writes += len(stored)
+            write_bytes += sum(write.nbytes for write in stored.values())
+        for (channel, _version), blob in space.blobs.items():
+            by_channel[channel] = by_channel.get(channel, 0) + payload_size(blob)
+    return ThreadStorage(
+        thread_id,
+        tier,
+        namespaces=len(thread.namespaces),
+        checkpoints=thread.checkpoints,
+        checkpoint_bytes=checkpoint_bytes,
+        channel_values=thread.blobs,
+        channel_bytes=sum(by_channel.values()),
+        by_channel=by_channel,
+        pending_writes=writes,
+        pending_write_bytes=write_bytes,
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "StoreStats",
+    "ThreadStorage",
     "render_rows",
     "size_text",
 ]
@@ -126,6 +127,85 @@ class StoreStats:
         Runtime complexity: O(L) for L limits that rejected something.
         """
         return render_rows(self.rows())
+
+
+@dataclass(frozen=True)
+class ThreadStorage:
+    """The bytes one thread occupies in one tier, from what that tier stores: a thread's size.
+
+    Bytes are the stored (serialized, compressed when the serializer compresses) lengths: what the
+    store's byte accounting counts in memory, what the tables hold on disk. A thread the tier does
+    not hold reports zeros (``ThreadStorage.empty``).
+
+    Attributes:
+        thread_id: The thread.
+        tier: ``"memory"`` (``BoundedInMemorySaver``), ``"hot"`` or ``"durable"`` (``TieredSaver``).
+        namespaces: Namespaces holding something (the root and each subgraph's).
+        checkpoints: Checkpoints stored.
+        checkpoint_bytes: Bytes of the serialized checkpoints and their metadata, channel values aside.
+        channel_values: Channel values stored (one per channel version).
+        channel_bytes: Bytes of those values.
+        by_channel: Channel name to the bytes of its stored values, over every version and namespace.
+        pending_writes: Pending writes stored.
+        pending_write_bytes: Bytes of their values (in memory, plus each write's task path).
+        estimated: True when the figures are an estimate, not a count of stored bytes: a durable
+            saver whose storage cannot be summed (no SQL), measured through its API by
+            re-serializing what it returns with the saver's serializer.
+    """
+
+    thread_id: str
+    tier: str
+    namespaces: int = 0
+    checkpoints: int = 0
+    by_channel: Mapping[str, int] = field(default_factory=dict)
+    checkpoint_bytes: int = 0
+    estimated: bool = False
+    channel_values: int = 0
+    channel_bytes: int = 0
+    pending_writes: int = 0
+    pending_write_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """Checkpoints, channel values and pending writes together. Runtime complexity: O(1)."""
+        return self.checkpoint_bytes + self.channel_bytes + self.pending_write_bytes
+
+    @property
+    def rows(self) -> int:
+        """Stored entries: checkpoints, channel values and pending writes. Runtime complexity: O(1)."""
+        return self.checkpoints + self.channel_values + self.pending_writes
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as JSON-ready data, in the shape of the Agent Server's ``GET /threads/{id}/storage``
+        (``total_bytes``, ``checkpoints``, ``channel_values`` with ``by_channel``, ``pending_writes``),
+        plus ``tier``, ``namespaces`` and ``estimated``.
+
+        Runtime complexity: O(channels).
+        """
+        return {
+            "thread_id": self.thread_id,
+            "tier": self.tier,
+            "total_bytes": self.total_bytes,
+            "estimated": self.estimated,
+            "namespaces": self.namespaces,
+            "checkpoints": {"count": self.checkpoints, "bytes": self.checkpoint_bytes},
+            "channel_values": {
+                "count": self.channel_values,
+                "bytes": self.channel_bytes,
+                "by_channel": dict(self.by_channel),
+            },
+            "pending_writes": {"count": self.pending_writes, "bytes": self.pending_write_bytes},
+        }
+
+    def __str__(self) -> str:
+        """One line: the tier, the total and where the bytes are. Runtime complexity: O(1)."""
+        estimate = " (estimated)" if self.estimated else ""
+        return (
+            f"{self.tier}: {size_text(self.total_bytes)}{estimate} in {self.checkpoints:,} checkpoints "
+            f"({size_text(self.checkpoint_bytes)}), {self.channel_values:,} channel values "
+            f"({size_text(self.channel_bytes)}), {self.pending_writes:,} pending writes "
+            f"({size_text(self.pending_write_bytes)})"
+        )
 
 
 def size_text(nbytes: float) -> str:

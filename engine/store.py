@@ -49,7 +49,7 @@ from .pruning import admit_location, plan_rolling
 from .reads import CheckpointRef
 from .records import Blob, BlobKey, ChannelHistory, CheckpointRecord, CheckpointView, WriteRecord
 from .state import State
-from .stats import StoreStats
+from .stats import StoreStats, ThreadStorage
 from .tombstones import DroppedThread
 
 __all__ = ["PURGE_BATCH", "Store"]
@@ -754,6 +754,17 @@ class Store(State):
             return self.pruned_checkpoints + self.pruned_namespaces
         finally:
             lock.release()
+
+    def thread_storage(self, thread_id: str, tier: str = "memory") -> ThreadStorage:
+        """The bytes one thread occupies (``reads.thread_storage``): zeros for a thread not stored.
+
+        Expires what is due (a thread idle past its TTL reports zeros, as a read would find nothing), creates
+        nothing and marks no thread as used. Runtime complexity: O(k + b + w) for the thread's checkpoints,
+        channel values and writes.
+        """
+        with self.lock:
+            self._expire_due(thread_id)
+            return reads.thread_storage(self, thread_id, tier)
 
     def stats(self) -> StoreStats:
         """Counters of the store (``State.stats``). Runtime complexity: O(L) for L limits that rejected something."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ThreadEvictedError,
         ThreadExport,
         ThreadQuarantinedError,
+        ThreadStorage,
     )
     from .interrupts import InterruptLostError
     from .payload_tags import PayloadTagError
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .snapshot import LoadReport, SnapshotError
     from .tiered import (
         CheckpointConflictError,
+        CheckpointTooLargeError,
         RetentionPolicy,
         RetentionStats,
         SchemaMismatchError,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         WriteBack,
         WriteThrough,
     )
+    from .tiered.storage import TieredThreadStorage
     from .transfer import copy_threads
 
 try:
@@ -58,6 +61,7 @@ _EXPORTS = {
     "CheckpointCapacityError": ".engine",
     "CheckpointConflictError": ".tiered",
     "CheckpointRefusedError": ".engine",
+    "CheckpointTooLargeError": ".tiered",
     "CompressingSerializer": ".compression",
     "DroppedThread": ".engine",
     "InMemoryCheckpointConfig": ".config",
@@ -77,8 +81,10 @@ _EXPORTS = {
     "ThreadEvictedError": ".engine",
     "ThreadExport": ".engine",
     "ThreadQuarantinedError": ".engine",
+    "ThreadStorage": ".engine",
     "TieredSaver": ".tiered",
     "TieredStats": ".tiered",
+    "TieredThreadStorage": ".tiered.storage",
     "UnstorableWriteError": ".tiered",
     "WriteBack": ".tiered",
     "WriteThrough": ".tiered",
@@ -91,6 +97,7 @@ __all__ = [
     "CheckpointCapacityError",
     "CheckpointConflictError",
     "CheckpointRefusedError",
+    "CheckpointTooLargeError",
     "CompressingSerializer",
     "DroppedThread",
     "InMemoryCheckpointConfig",
@@ -110,8 +117,10 @@ __all__ = [
     "ThreadEvictedError",
     "ThreadExport",
     "ThreadQuarantinedError",
+    "ThreadStorage",
     "TieredSaver",
     "TieredStats",
+    "TieredThreadStorage",
     "UnstorableWriteError",
     "WriteBack",
     "WriteThrough",

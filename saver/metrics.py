@@ -36,7 +36,7 @@ from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
 from .engine import InvalidArgumentError
 from .saver import BoundedInMemorySaver
-from .tiered import TieredSaver, TieredStats
+from .tiered import CheckpointTooLargeError, TieredSaver, TieredStats
 
 __all__ = [
     "PREFIX",
@@ -199,6 +199,12 @@ TIERED_METRICS: tuple[Exported, ...] = (  # read from TieredStats; tiered_info i
     ),
     Exported("tiered_unstorable_writes", COUNTER, "Unflushed writes dropped so.", "unstorable_writes"),
     Exported("tiered_rejections", COUNTER, "Writes refused before the durable write, by limit.", "rejections", "limit"),
+    Exported(
+        "tiered_checkpoints_too_large",
+        COUNTER,
+        "Puts refused for passing the write policy's max_checkpoint_bytes (CheckpointTooLargeError).",
+        lambda stats: stats.rejections.get(CheckpointTooLargeError.rejection, 0),
+    ),
 )
 
 RETENTION_METRICS: tuple[Exported, ...] = (  # read from TieredStats.retention (RetentionStats)
@@ -226,6 +232,12 @@ RETENTION_METRICS: tuple[Exported, ...] = (  # read from TieredStats.retention (
     Exported("tiered_retention_writes", COUNTER, "Pending writes retention removed with them.", "writes"),
     Exported("tiered_retention_nbytes", COUNTER, "Bytes retention reclaimed in the durable database.", "nbytes"),
     Exported("tiered_retention_due_threads", GAUGE, "Threads found due and not yet swept.", "due_threads"),
+    Exported(
+        "tiered_retention_over_bytes_threads",
+        GAUGE,
+        "Threads the last retention pass left over max_thread_bytes.",
+        "over_bytes_threads",
+    ),
 )
 
 

@@ -43,6 +43,7 @@ from .engine import (
     StoreLimits,
     StoreStats,
     ThreadExport,
+    ThreadStorage,
 )
 from .locations import (
     channel_names,
@@ -381,6 +382,19 @@ class BoundedInMemorySaver(BaseCheckpointSaver[str], Resumable):
         Runtime complexity: O(1).
         """
         return self.store.dropped_thread(normalize_id("thread_id", thread_id))
+
+    def thread_storage(self, thread_id: str | int | UUID) -> ThreadStorage:
+        """The bytes a thread occupies in memory (tier ``"memory"``): checkpoints, channel values (per
+        channel) and pending writes, as the byte accounting counts them (compressed when ``serde``
+        compresses). A thread not stored reports zeros; the report creates nothing and marks nothing used.
+
+        Runtime complexity: O(the thread's checkpoints, channel values and writes); nothing is re-serialized.
+        """
+        return self.store.thread_storage(normalize_id("thread_id", thread_id))
+
+    async def athread_storage(self, thread_id: str | int | UUID) -> ThreadStorage:
+        """Async ``thread_storage`` (in memory: it waits for nothing)."""
+        return self.thread_storage(thread_id)
 
     @announcing.announces
     def purge_expired(self) -> int:

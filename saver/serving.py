@@ -797,6 +797,53 @@ def _create_tiered(config: InMemoryCheckpointConfig, tiered: TieredSettings) -> 
     return saver
 
 
+# --- a thread's size over HTTP ----------------------------------------------------------------------------------
+
+
+async def thread_storage_report(thread_id: str) -> dict[str, object]:
+    """The process-wide saver's report on a thread (``thread_storage``) as JSON-ready data, in the shape of the
+    Agent Server's ``GET /threads/{thread_id}/storage`` (``total_bytes``, ``checkpoints``, ``channel_values``
+    with ``by_channel``, ``pending_writes``), with ``tier`` and, for a ``TieredSaver``, ``hot`` and ``durable``.
+
+    Raises:
+        ValueError: The thread id is invalid.
+
+    Runtime complexity: that of ``thread_storage``.
+    """
+    report = await shared_saver().athread_storage(thread_id)
+    return {**report.as_dict(), "thread_id": thread_id}
+
+
+@cache
+def _storage_app() -> Any:
+    """The Starlette app of ``storage_app``, made once (starlette comes with the Agent Server)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def storage(request: Request) -> JSONResponse:
+        try:
+            body = await thread_storage_report(request.path_params["thread_id"])
+        except ValueError as error:
+            return JSONResponse({"detail": str(error)}, status_code=422)
+        return JSONResponse(body)
+
+    return Starlette(routes=[Route("/threads/{thread_id}/storage", storage, methods=["GET"])])
+
+
+def __getattr__(name: str) -> Any:
+    """``storage_app``: a Starlette app answering ``GET /threads/{thread_id}/storage`` from the process-wide saver.
+
+    The Agent Server answers that route itself with 501 for any custom checkpointer; its ``langgraph.json``
+    ``"http": {"app": "langgraph.checkpoint.bounded.serving:storage_app"}`` puts this app's route first.
+    Made at first use, so that importing this module needs no starlette. Runtime complexity: O(1).
+    """
+    if name == "storage_app":
+        return _storage_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _metrics_available() -> bool:
     return importlib.util.find_spec("prometheus_client") is not None
 

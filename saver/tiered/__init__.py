@@ -43,6 +43,7 @@ The modules, from the public face down (imports run one way):
 * ``retention``: the durable tier bounded too: ``RetentionPolicy``, its
   sweeps, one thread's removal in one durable transaction (a package of
   its own);
+* ``storage``: a thread's size in both tiers (``TieredSaver.thread_storage``);
 * ``settings``, ``stats``: the modes and their checks; ``TieredStats``,
   retention's ``SweepReport`` and ``RetentionStats``;
 * ``writeback``, ``residency``, ``coordination``, ``landing``: the ledger of
@@ -67,9 +68,11 @@ from .retention import RetentionPolicy
 from .saver import TieredSaver
 from .settings import Oversize, Processes, WriteBack, WriteThrough
 from .stats import RetentionStats, SweepReport, TieredStats
+from .storage import CheckpointTooLargeError
 
 __all__ = [
     "CheckpointConflictError",
+    "CheckpointTooLargeError",
     "Oversize",
     "Processes",
     "RetentionPolicy",

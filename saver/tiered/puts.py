@@ -23,7 +23,7 @@ from .. import codec
 from ..engine import Blob, BlobKey, CheckpointRecord, WriteRecord
 from ..locations import locate, root_checkpoint_of
 from ..offload import rough_size
-from . import flushing, hot_writes
+from . import flushing, hot_writes, storage
 from .pools import in_jobs_pool
 from .read_through import DELIVER, Plan, arun_plan, call_step, durable_step, run_plan
 from .retention import resumes
@@ -90,9 +90,11 @@ def put_plan(
         not sync and rough_size(values[name] for name in versions if name in values) > tiers.config.async_offload_bytes
     )
     record, blobs = (yield call_step(lambda: in_jobs_pool(encode))) if large else encode()
+    added = hot_writes.added(record, blobs)
+    storage.refuse_too_large(shared, shared.write_policy, thread_id, record.checkpoint_id, added)
     missing = functools.partial(hot_writes.encode_values, tiers.serde, checkpoint)  # values a partial copy lacks
     root = root_checkpoint_of(config) if namespace else None
-    if shared.write == "back" and (yield _room(tiers, thread_id, hot_writes.added(record, blobs), sync)):
+    if shared.write == "back" and (yield _room(tiers, thread_id, added, sync)):
         fallback = hot_writes.back_put(shared, thread_id, namespace, record, blobs, root, versions, missing)
         yield DELIVER
         if fallback is None:

@@ -26,7 +26,7 @@ from ..config import InMemoryCheckpointConfig
 from ..engine import DroppedThread, InvalidArgumentError, Store
 from ..locations import channel_names, locate, normalize_id, normalize_ids
 from ..saver import BoundedInMemorySaver, kept_per_namespace
-from . import flushing, hot_reads, puts, read_through, removal
+from . import flushing, hot_reads, puts, read_through, removal, storage
 from .backends import kind_of
 from .durable import DurableTier
 from .pools import in_jobs_pool
@@ -34,6 +34,7 @@ from .retention import RetentionPolicy, Sweeper, kind_problem, prune_threads, re
 from .settings import Oversize, Processes, WriteBack, WriteThrough, check_arguments
 from .state import Shared, Tiers, read_stats
 from .stats import SweepReport, TieredStats
+from .storage import TieredThreadStorage
 
 __all__ = ["TieredSaver"]
 
@@ -135,6 +136,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         self.config = config
         self._write = policy
         shared = Shared(settings, config.max_dropped_thread_records, clock)
+        shared.write_policy = policy
         # The hot tier's tombstones guard a memory-only saver's late writes: here those writes are welcome (the
         # thread is durable), so it keeps one and forgets it at once (Store.forget_tombstone).
         # Write-back is told of every eviction (the hook receives the thread's export, which costs O(its size)),
@@ -313,6 +315,25 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         Runtime complexity: O(1) (plus one entry per limit that rejected something).
         """
         return read_stats(self._shared)
+
+    def thread_storage(self, thread_id: str | int | uuid.UUID) -> TieredThreadStorage:
+        """The bytes a thread occupies in each tier (``.hot``, ``.durable``; ``total_bytes`` is the durable
+        tier's): checkpoints, channel values per channel, pending writes. Reads only: an unknown thread
+        reports zeros, and nothing is created, admitted into memory or marked used.
+
+        Raises:
+            ValueError: The thread id is invalid.
+            Exception: The durable tier's failure.
+
+        Runtime complexity: O(the thread's hot entries), plus one aggregate query per table for a SQLite or
+        PostgreSQL durable saver; another saver is read whole through its API and re-serialized
+        (``durable.estimated``).
+        """
+        return storage.thread_storage(self._store, self._tiers.durable, normalize_id("thread_id", thread_id))
+
+    async def athread_storage(self, thread_id: str | int | uuid.UUID) -> TieredThreadStorage:
+        """Async ``thread_storage``: the durable tier's async side."""
+        return await storage.athread_storage(self._store, self._tiers.durable, normalize_id("thread_id", thread_id))
 
     def check(self) -> None:
         """Assert the hot tier's invariants and the ledger's accounting (for tests).

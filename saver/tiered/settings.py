@@ -38,6 +38,7 @@ __all__ = [
     "WriteMode",
     "WriteThrough",
     "check_arguments",
+    "check_byte_limit",
 ]
 
 WriteMode = Literal["through", "back"]
@@ -79,9 +80,15 @@ class WriteThrough:
             ``CheckpointConflictError`` (naming the thread; nothing written; the stale hot copy leaves memory)
             instead of forking the thread in silence. Needs a SQLite or PostgreSQL durable saver (the check and
             the put are one transaction; the tiered-storage guide says what it costs).
+        max_checkpoint_bytes: The most bytes one ``put`` may write to the durable tier (its checkpoint, metadata
+            and new channel values, serialized as stored: compressed when the serializer compresses); a larger
+            one raises ``CheckpointTooLargeError`` naming the thread, the size and the limit, and nothing is
+            written to either tier (None, the default: no limit; ``config.max_checkpoint_bytes`` only decides
+            what stays in memory). A whole number of bytes, at least 1.
 
     Raises:
-        InvalidArgumentError: ``processes`` is neither ``"one"`` nor ``"many"``.
+        InvalidArgumentError: ``processes`` is neither ``"one"`` nor ``"many"``, or ``max_checkpoint_bytes`` is
+            not a whole number of bytes (naming it).
 
     Example:
         ```python
@@ -92,10 +99,12 @@ class WriteThrough:
     """
 
     processes: Processes = "one"
+    max_checkpoint_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.processes not in PROCESSES:
             raise InvalidArgumentError(f"processes must be one of {PROCESSES}, got {self.processes!r:.40}")
+        check_byte_limit("max_checkpoint_bytes", self.max_checkpoint_bytes)
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,12 @@ class WriteBack:
             unflushed write's age, one in a flush under way included, plus the time the backlog takes to flush
             would pass it. Not a bound while the tier is down (then no write waits on it, and
             ``max_dirty_bytes`` bounds what waits).
+        max_checkpoint_bytes: The most bytes one ``put`` may write, to memory then flushed to the durable tier
+            (its checkpoint, metadata and new channel values, serialized as stored: compressed when the
+            serializer compresses); a larger one raises ``CheckpointTooLargeError`` naming the thread, the size
+            and the limit, and nothing is written to either tier (None, the default: no limit;
+            ``config.max_checkpoint_bytes`` only decides what stays in memory). A whole number of bytes, at
+            least 1.
 
     Raises:
         InvalidArgumentError: A value is not a positive number (or ``math.inf``), naming the field.
@@ -132,8 +147,10 @@ class WriteBack:
     flush_interval_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
     max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES
     max_dirty_seconds: float | None = None
+    max_checkpoint_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        check_byte_limit("max_checkpoint_bytes", self.max_checkpoint_bytes)
         _check_positive("flush_interval_seconds", self.flush_interval_seconds)
         _check_positive("max_dirty_bytes", self.max_dirty_bytes)
         if self.max_dirty_seconds is not None:
@@ -249,3 +266,12 @@ def _check_positive(name: str, value: object) -> None:
     """Refuse anything but a positive number (``math.inf`` included). Runtime complexity: O(1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not value > 0:
         raise InvalidArgumentError(f"{name} must be a positive number (or math.inf), got {value!r:.40}")
+
+
+def check_byte_limit(name: str, value: object) -> None:
+    """Refuse anything but None or a whole number of bytes of at least 1 (not a bool, not a float).
+    Runtime complexity: O(1)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgumentError(
+            f"{name} must be a whole number of bytes of at least 1, or None for no limit, got {value!r:.40}"
+        )

@@ -31,7 +31,7 @@ from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThread
 from .durable import DurableHealth, DurableTier
 from .landing import Landings
 from .residency import EarlyWrites, ResidencyLedger
-from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteMode
+from .settings import TTL_MARGIN_SECONDS, Coherence, Oversize, Settings, WriteBack, WriteMode, WriteThrough
 from .stats import Counters, RetentionTotals, TieredStats
 from .writeback import DirtyLedger
 
@@ -47,6 +47,7 @@ class Shared:
     """
 
     hot: BoundedInMemorySaver  # set once the hook exists: it is this object's on_hot_drop
+    write_policy: WriteThrough | WriteBack  # set by TieredSaver: its per-put byte limit (storage.refuse_too_large)
 
     def __init__(self, settings: Settings, capacity: float, clock: Callable[[], float]) -> None:
         self.settings = settings

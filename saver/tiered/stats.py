@@ -39,6 +39,7 @@ class SweepReport:
             unflushed, or a read within the TTL).
         failures: Threads whose removal the durable tier failed (each left as it was, in one transaction).
         seconds: How long the pass took.
+        over_bytes: Threads left over ``max_thread_bytes`` (their newest checkpoints alone pass it), logged.
     """
 
     deleted_threads: int = 0
@@ -50,12 +51,14 @@ class SweepReport:
     in_use: int = 0
     failures: int = 0
     seconds: float = 0.0
+    over_bytes: int = 0
 
     def __str__(self) -> str:
         return (
             f"{self.deleted_threads:,} threads deleted, {self.pruned_threads:,} pruned: {self.checkpoints:,} "
             f"checkpoints, {self.writes:,} writes, {size_text(self.nbytes)} removed in {self.seconds:.3g} s; "
             f"{self.due:,} due ({self.in_use:,} in use), {self.failures:,} failed"
+            + (f", {self.over_bytes:,} over max_thread_bytes" if self.over_bytes else "")
         )
 
 
@@ -74,6 +77,7 @@ class RetentionStats:
         writes: Pending writes removed.
         nbytes: Bytes reclaimed in the durable database (SQLite and PostgreSQL).
         due_threads: Threads the last pass found due and left for the next (0 before any pass).
+        over_bytes_threads: Threads the last pass left over ``max_thread_bytes`` (0 before any pass).
     """
 
     sweeps: int = 0
@@ -86,6 +90,7 @@ class RetentionStats:
     writes: int = 0
     nbytes: int = 0
     due_threads: int = 0
+    over_bytes_threads: int = 0
 
     def rows(self) -> list[tuple[str, str]]:
         """The stats as two labelled lines: the passes, then what they removed."""
@@ -94,7 +99,7 @@ class RetentionStats:
             (
                 "retention",
                 f"{self.sweeps:,} sweeps ({self.sweep_seconds:.3g} s), {self.sweep_failures:,} failed{last}; "
-                f"{self.due_threads:,} threads due",
+                f"{self.due_threads:,} threads due, {self.over_bytes_threads:,} over max_thread_bytes",
             ),
             (
                 "reclaimed",
@@ -130,6 +135,7 @@ class RetentionTotals:
                 writes=s.writes + report.writes,
                 nbytes=s.nbytes + report.nbytes,
                 due_threads=report.due if sweep else s.due_threads,
+                over_bytes_threads=report.over_bytes if sweep else s.over_bytes_threads,
             )
 
     def note_error(self, error: str) -> None:

@@ -66,6 +66,7 @@ TIERED_LAYERS = [
     {"retention"},  # the durable tier bounded too: policies, sweeps, one thread's removal (a folder)
     {"removal", "read_through"},  # paths through both tiers
     {"hot_reads", "hot_writes", "flushing"},  # the hot tier's side of reads and writes; write-back's flushes
+    {"storage"},  # a thread's size in both tiers; the durable byte limit of a put
     {"state"},  # what every with_allowlist() copy shares
     {"stats"},
     {"settings"},
@@ -76,6 +77,7 @@ TIERED_LAYERS = [
 RETENTION_LAYERS = [
     {"__init__"},
     {"sweep"},  # passes: finding due threads, a bounded number a pass
+    {"quota"},  # max_thread_bytes: a thread pruned until it fits
     {"threads", "resumes"},  # one thread's removal in both tiers; a resume of a thread it deleted, refused
     {"plan", "waiting"},  # what a prune removes, from ids alone; threads waiting at an interrupt
     {"policy"},  # the policy

@@ -188,10 +188,12 @@ SETTINGS: dict[str, set[str]] = {
 
 def stats_fields() -> set[str]:
     """Fields of every stats object the package returns (``stats().memory_bytes``): real names, not settings."""
-    from langgraph.checkpoint.bounded import tiered
+    from langgraph.checkpoint.bounded import ThreadStorage, tiered
     from langgraph.checkpoint.bounded.saver import SaverStats
 
-    found = {field.name for field in dataclasses.fields(SaverStats)}
+    found = {field.name for field in dataclasses.fields(SaverStats)} | {
+        f.name for f in dataclasses.fields(ThreadStorage)
+    }
     for name in ("TieredStats", "RetentionStats", "SweepReport"):
         stats = getattr(tiered, name, None)
         if stats is not None and dataclasses.is_dataclass(stats):
@@ -255,8 +257,8 @@ def test_every_setting_named_in_the_docs_exists() -> None:
 
 def test_the_setting_check_catches_a_name_that_never_existed() -> None:
     known_elsewhere = stats_fields()
-    text = "bounded by `max_thread_bytes`, `idle_ttl_seconds=60` and `RetentionPolicy(keep_last=2, keep_first=1)`"
-    assert unknown_settings(text, known_elsewhere) == ["max_thread_bytes", "RetentionPolicy(keep_first=...)"]
+    text = "bounded by `max_thread_megabytes`, `idle_ttl_seconds=60` and `RetentionPolicy(keep_last=2, keep_first=1)`"
+    assert unknown_settings(text, known_elsewhere) == ["max_thread_megabytes", "RetentionPolicy(keep_first=...)"]
     assert unknown_settings("`stats().memory_bytes` and `memory_bytes`", known_elsewhere) == []
 
 

@@ -328,3 +328,23 @@ def test_which_langgraph_json_path_forms_load_the_factory(tmp_path: Path) -> Non
         f"{ROOT / 'saver' / 'serving.py'}:checkpointer loads the factory",
         "langgraph.checkpoint.bounded.serving:checkpointer fails: ValueError",
     ]
+
+
+async def test_the_storage_route_answers_from_the_saver_not_501(server: AgentServer) -> None:
+    # The Agent Server's own GET /threads/{id}/storage answers 501 for any custom checkpointer; the example's
+    # langgraph.json names serving.storage_app under "http", whose route the server puts before its own.
+    client = server.client()
+    thread_id = (await client.threads.create())["thread_id"]
+    await run_to_interrupt(client, thread_id, "hello")
+    async with httpx.AsyncClient(base_url=server.url, timeout=RUN_TIMEOUT) as http:
+        answer = await http.get(f"/threads/{thread_id}/storage")
+        assert answer.status_code == 200, answer.text
+        report = answer.json()
+        unknown = (await http.get("/threads/00000000-0000-0000-0000-000000000000/storage")).json()
+    assert report["thread_id"] == thread_id and report["tier"] == "memory" and not report["estimated"]
+    assert report["total_bytes"] == sum(
+        report[part]["bytes"] for part in ("checkpoints", "channel_values", "pending_writes")
+    )
+    assert report["checkpoints"]["count"] >= 2 and report["pending_writes"]["count"] >= 1  # the interrupt's
+    assert report["channel_values"]["by_channel"]["messages"] > 0
+    assert unknown["total_bytes"] == 0 and unknown["checkpoints"] == {"count": 0, "bytes": 0}

@@ -311,6 +311,7 @@ async def test_langgraph_dev_over_sqlite_resumes_evicted_threads_and_finds_them_
         assert resumed["messages"][-1] == "review: no" and resumed["approved"] is False
     history = await client.threads.get_history(threads[0], limit=10)
     assert [entry["metadata"]["source"] for entry in history] == ["loop", "loop", "loop", "input"]
+    await _storage_reports_both_tiers(server, threads[0])
     await asyncio.to_thread(server.process.stop)  # flushes
     with sqlite3.connect(server.database) as connection:
         stored = {row[0] for row in connection.execute("SELECT DISTINCT thread_id FROM checkpoints")}
@@ -319,3 +320,16 @@ async def test_langgraph_dev_over_sqlite_resumes_evicted_threads_and_finds_them_
 
 async def _states(client: Any, threads: list[str]) -> list[Any]:
     return [(await client.threads.get_state(thread_id))["values"]["messages"] for thread_id in threads]
+
+
+async def _storage_reports_both_tiers(server: TieredAgentServer, thread_id: str) -> None:
+    """GET /threads/{id}/storage (serving.storage_app, named in langgraph.tiered.json) reports both tiers."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=60.0) as http:
+        answer = await http.get(f"/threads/{thread_id}/storage")
+    assert answer.status_code == 200, answer.text
+    report = answer.json()
+    assert report["tier"] == "tiered" and report["durable"]["tier"] == "durable" and report["hot"]["tier"] == "hot"
+    assert report["total_bytes"] == report["durable"]["total_bytes"] > 0
+    assert report["durable"]["checkpoints"]["count"] == 4 and not report["durable"]["estimated"]

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...engine import BoundedSaverError, WriteRecord
+from ...engine import BoundedSaverError, ThreadStorage, WriteRecord
 
 __all__ = [
     "CHUNK",
@@ -294,6 +294,17 @@ class Backend(Protocol):
     def verify_now(self, saver: Any) -> None:
         """At construction: compare the saver's tables with the declaration if that can be done now (a sync
         saver whose tables exist), else leave it to the first use. Raises ``SchemaMismatchError``."""
+        ...
+
+    # --- a thread's size (``TieredSaver.thread_storage``) ----------------------------------------------------
+
+    def storage(self, saver: Any, thread_id: str) -> ThreadStorage | None:
+        """The bytes a thread occupies in the saver's tables, summed by the database (one aggregate query per
+        table), or None where the saver has no tables to sum (the caller estimates through the API)."""
+        ...
+
+    async def astorage(self, saver: Any, thread_id: str) -> ThreadStorage | None:
+        """``storage`` for an async saver, on its own loop."""
         ...
 
 

@@ -32,9 +32,9 @@ import importlib.metadata
 import math
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from ...engine import WriteRecord
+from ...engine import ThreadStorage, WriteRecord
 from .base import (
     CHUNK,
     INDEX,
@@ -54,6 +54,7 @@ from .generic import GenericBackend
 
 __all__ = [
     "EXACT_INT",
+    "CheckpointSizes",
     "SqlBackend",
     "Serialized",
     "SqlDialect",
@@ -63,6 +64,8 @@ __all__ = [
     "presented",
     "scalar",
     "schema_differences",
+    "sizes_plan",
+    "storage_plan",
     "view",
 ]
 
@@ -549,3 +552,133 @@ class SqlBackend(GenericBackend):
             return f"{self.distribution} {importlib.metadata.version(self.distribution)}"
         except importlib.metadata.PackageNotFoundError:
             return f"{self.distribution} (version unknown)"
+
+    # --- a thread's size (appended: ``TieredSaver.thread_storage``) ------------------------------------------
+
+    def storage(self, saver: Any, thread_id: str) -> ThreadStorage:
+        """The bytes a thread occupies in the saver's tables (``storage_plan``), read without a transaction.
+
+        Runtime complexity: one aggregate query per table over the thread's rows (its primary key's prefix).
+        """
+        return self.run_sync(saver, storage_plan(self.dialect, thread_id), transaction=False)
+
+    async def astorage(self, saver: Any, thread_id: str) -> ThreadStorage:
+        """``storage`` for an async saver, on its own loop."""
+        return await self.run_async(saver, storage_plan(self.dialect, thread_id), transaction=False)
+
+
+def storage_plan(dialect: SqlDialect, thread_id: str) -> Plan[ThreadStorage]:
+    """Sums of a thread's rows, one aggregate statement per table, each bounded by the thread's primary-key prefix:
+    checkpoints (count, namespaces, bytes), pending writes (count, bytes) and, where values live apart
+    (PostgreSQL's ``checkpoint_blobs``), channel values grouped by channel.
+
+    Bytes are the dialect's measures, the ones retention's removals report: SQLite's ``length()`` of each
+    payload (a SQLite checkpoint carries its channel values inline, so they count in ``checkpoint_bytes`` and
+    ``by_channel`` stays empty); PostgreSQL's ``pg_column_size()``, the bytes stored after its own compression.
+
+    Runtime complexity: O(the thread's rows) in the database, 2 or 3 statements.
+    """
+    rows = yield (
+        dialect.params(
+            f"SELECT count(*), count(DISTINCT checkpoint_ns), coalesce(sum({dialect.checkpoint_bytes}), 0) "
+            "FROM checkpoints WHERE thread_id = ?"
+        ),
+        (thread_id,),
+    )
+    checkpoints, namespaces, checkpoint_bytes = rows[0]
+    rows = yield (
+        dialect.params(
+            f"SELECT count(*), coalesce(sum({dialect.write_bytes}), 0) FROM {dialect.writes_table} WHERE thread_id = ?"
+        ),
+        (thread_id,),
+    )
+    writes, write_bytes = rows[0]
+    by_channel: dict[str, int] = {}
+    values = 0
+    if dialect.has_blobs:
+        rows = yield (
+            dialect.params(
+                "SELECT channel, count(*), coalesce(sum(pg_column_size(blob)), 0) FROM checkpoint_blobs "
+                "WHERE thread_id = ? GROUP BY channel ORDER BY channel"
+            ),
+            (thread_id,),
+        )
+        for channel, count, nbytes in rows:
+            by_channel[str(channel)] = int(nbytes)
+            values += int(count)
+    return ThreadStorage(
+        thread_id,
+        "durable",
+        namespaces=int(namespaces),
+        checkpoints=int(checkpoints),
+        checkpoint_bytes=int(checkpoint_bytes),
+        channel_values=values,
+        channel_bytes=sum(by_channel.values()),
+        by_channel=by_channel,
+        pending_writes=int(writes),
+        pending_write_bytes=int(write_bytes),
+    )
+
+
+class CheckpointSizes(NamedTuple):
+    """A thread's bytes checkpoint by checkpoint, for ``RetentionPolicy.max_thread_bytes`` to plan a prune with.
+
+    Attributes:
+        own: (namespace, checkpoint id) -> bytes of its row and of its pending writes.
+        refs: (namespace, checkpoint id) -> the (channel, version) of each value it uses (PostgreSQL; empty for
+            SQLite, whose rows carry their values).
+        values: (namespace, channel, version) -> bytes of that stored value (PostgreSQL's ``checkpoint_blobs``).
+    """
+
+    own: dict[tuple[str, str], int]
+    refs: dict[tuple[str, str], set[tuple[str, str]]]
+    values: dict[tuple[str, str, str], int]
+
+    def kept_bytes(self, kept: Iterable[tuple[str, str]]) -> int:
+        """The bytes the thread would hold with only ``kept`` checkpoints: theirs and each value they use once.
+        Runtime complexity: O(kept checkpoints x channels)."""
+        total, used = 0, set[tuple[str, str, str]]()
+        for key in kept:
+            total += self.own.get(key, 0)
+            used.update((key[0], channel, version) for channel, version in self.refs.get(key, ()))
+        return total + sum(self.values.get(value, 0) for value in used)
+
+
+def sizes_plan(dialect: SqlDialect, thread_id: str) -> Plan[CheckpointSizes]:
+    """Each checkpoint's bytes (its row, its pending writes, and on PostgreSQL the values it uses), in the
+    dialect's measures (``storage_plan``'s). Runtime complexity: O(the thread's rows), 2 or 3 statements."""
+    versions = ", checkpoint -> 'channel_versions'" if dialect.has_blobs else ""
+    rows = yield (
+        dialect.params(
+            f"SELECT checkpoint_ns, checkpoint_id, {dialect.checkpoint_bytes}{versions} FROM checkpoints "
+            "WHERE thread_id = ?"
+        ),
+        (thread_id,),
+    )
+    own = {(str(row[0]), str(row[1])): int(row[2] or 0) for row in rows}
+    refs = (
+        {(str(row[0]), str(row[1])): {(str(c), str(v)) for c, v in (row[3] or {}).items()} for row in rows}
+        if dialect.has_blobs
+        else {}
+    )
+    rows = yield (
+        dialect.params(
+            f"SELECT checkpoint_ns, checkpoint_id, coalesce(sum({dialect.write_bytes}), 0) FROM "
+            f"{dialect.writes_table} WHERE thread_id = ? GROUP BY checkpoint_ns, checkpoint_id"
+        ),
+        (thread_id,),
+    )
+    for namespace, checkpoint_id, nbytes in rows:
+        key = (str(namespace), str(checkpoint_id))
+        if key in own:  # writes of a checkpoint not stored (yet, or any more) go with no prune
+            own[key] += int(nbytes)
+    values: dict[tuple[str, str, str], int] = {}
+    if dialect.has_blobs:
+        rows = yield (
+            dialect.params(
+                "SELECT checkpoint_ns, channel, version, pg_column_size(blob) FROM checkpoint_blobs WHERE thread_id = ?"
+            ),
+            (thread_id,),
+        )
+        values = {(str(ns), str(channel), str(version)): int(nbytes or 0) for ns, channel, version, nbytes in rows}
+    return CheckpointSizes(own, refs, values)

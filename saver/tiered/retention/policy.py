@@ -65,6 +65,12 @@ class RetentionPolicy:
             it afresh. ``strategy="keep_latest"`` and ``keep_last`` keep a waiting thread resumable anyway.
         keep_last: Every namespace keeps its newest ``keep_last`` checkpoints, their pending writes and the
             ancestors they need (None: no count).
+        max_thread_bytes: A thread's bytes in the durable tier (``TieredSaver.thread_storage``'s
+            ``durable.total_bytes``) above which a sweep prunes it: each namespace keeps its newest checkpoints,
+            as many as fit (at most ``keep_last``), their pending writes and the ancestors they need; never fewer
+            than ``keep_last=1`` keeps. A thread whose newest checkpoint alone passes the bound stays over it,
+            counted (``SweepReport.over_bytes``) and logged. Checked in the threads written since the last pass
+            (None: no byte bound). SQLite and PostgreSQL durable savers only (their tables are summed).
         sweep_interval_seconds: Seconds between background sweeps (``math.inf``: only ``sweep()``).
         max_threads_per_sweep: Threads one background pass removes from at most (bounded work; a thread
             in use is skipped at no cost to it); the rest wait for the next pass, counted as due
@@ -89,6 +95,7 @@ class RetentionPolicy:
     sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
     max_threads_per_sweep: int = 10_000
     interrupted_ttl_seconds: float | None = None
+    max_thread_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.idle_ttl_seconds is not None:
@@ -112,17 +119,24 @@ class RetentionPolicy:
                     f"interrupted_ttl_seconds must be at least idle_ttl_seconds ({self.idle_ttl_seconds:,}), got "
                     f"{self.interrupted_ttl_seconds!r:.40}"
                 )
-        if self.idle_ttl_seconds is None and self.keep_last is None:
+        if self.max_thread_bytes is not None:
+            _bytes("max_thread_bytes", self.max_thread_bytes)
+        if self.idle_ttl_seconds is None and self.keep_last is None and self.max_thread_bytes is None:
             raise InvalidArgumentError(
                 "RetentionPolicy() removes nothing: set idle_ttl_seconds (sweep threads idle for longer), keep_last "
-                "(keep each namespace's newest checkpoints), or both; or pass retention=None to keep everything"
+                "(keep each namespace's newest checkpoints), max_thread_bytes (prune threads larger), or several; "
+                "or pass retention=None to keep everything"
             )
 
     @property
     def keeps_checkpoints(self) -> bool:
         """Whether a sweep prunes threads (keeps some checkpoints) rather than only deleting whole ones.
         Runtime complexity: O(1)."""
-        return self.keep_last is not None or (self.idle_ttl_seconds is not None and self.strategy == "keep_latest")
+        return (
+            self.keep_last is not None
+            or self.max_thread_bytes is not None
+            or (self.idle_ttl_seconds is not None and self.strategy == "keep_latest")
+        )
 
     @classmethod
     def from_agent_server_ttl(cls, ttl: Mapping[str, Any], **overrides: Any) -> RetentionPolicy:
@@ -166,6 +180,11 @@ def kind_problem(policy: object, kind: Kind) -> str | None:
         return None
     if not isinstance(policy, RetentionPolicy):
         return f"retention must be a RetentionPolicy or None, got {type(policy).__name__}"
+    if policy.max_thread_bytes is not None and kind not in SUMMED_KINDS:
+        return (
+            "retention: max_thread_bytes needs a SQLite or PostgreSQL durable saver (the database sums a thread's "
+            "bytes); over another saver, bound threads by count (keep_last) or age (idle_ttl_seconds)"
+        )
     if kind == "other" and policy.keeps_checkpoints:
         return (
             "retention: keep_last and strategy='keep_latest' need a SQLite, PostgreSQL or InMemory durable saver "
@@ -183,6 +202,18 @@ def _positive(name: str, value: object, *, allow_inf: bool) -> None:
     if not _number(value) or not value > 0 or (not allow_inf and value == math.inf):  # type: ignore[operator]
         what = "a positive number of seconds" + (" (or math.inf)" if allow_inf else "")
         raise InvalidArgumentError(f"{name} must be {what}, got {value!r:.40}")
+
+
+SUMMED_KINDS: tuple[Kind, ...] = ("sqlite", "async_sqlite", "postgres", "async_postgres")
+"""The durable savers whose threads' bytes the database sums (``max_thread_bytes``)."""
+
+MAX_BYTES = 2**63 - 1
+"""The largest byte bound (a parameter of SQL statements: a signed 64-bit integer)."""
+
+
+def _bytes(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BYTES:
+        raise InvalidArgumentError(f"{name} must be a whole number of bytes from 1 to 2**63 - 1, got {value!r:.40}")
 
 
 MAX_WHOLE = 2**31 - 1

@@ -55,11 +55,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...locations import configurable
-from ..backends import INDEX, Kind, Plan, dialect_of, kind_of, run_async, run_sync
+from ..backends import INDEX, Kind, Plan, Removed, dialect_of, kind_of, run_async, run_sync
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .ids import checkpoint_id_at, id_after, time_of
 from .policy import RetentionPolicy
+from .quota import fit_thread
 from .threads import remove_from_thread
 from .waiting import IdleDeletion
 
@@ -188,6 +189,7 @@ class _Tally:
     nbytes: int = 0
     in_use: int = 0
     failures: int = 0
+    over_bytes: int = 0
 
 
 def run_pass(tiers: Tiers, sweeper: Sweeper, *, max_threads: int | None) -> SweepReport:
@@ -278,6 +280,8 @@ def _settle(
         seconds = policy.idle_ttl_seconds or 0.0  # a read in this process within the TTL keeps it
     else:
         keep_last, idle_before, seconds = policy.keep_last, None, sweeper.eviction_grace_seconds
+        if policy.max_thread_bytes is not None and sweeper.sql is not None:
+            return _fit(tiers, sweeper, tally, thread_id, policy.max_thread_bytes)
         if keep_last is None:
             return SETTLED  # a long thread found under a count the policy no longer has
     try:
@@ -292,11 +296,45 @@ def _settle(
             idle=idle if due == "idle" else None,
         )
     except Exception as error:
-        tally.failures += 1
-        message = f"{type(error).__name__}: {error}"
-        tiers.shared.retention_totals.note_error(message)
-        logger.warning("retention: removing from thread %r failed, kept for the next sweep: %s", thread_id, message)
-        return FAILED
+        return _failed(tiers, tally, thread_id, error)
+    return _tally_removed(tally, removed)
+
+
+def _fit(tiers: Tiers, sweeper: Sweeper, tally: _Tally, thread_id: str, max_bytes: int) -> str:
+    """Prune a thread written since the last pass to ``keep_last`` and ``max_thread_bytes`` (``quota``)."""
+    assert sweeper.sql is not None
+    try:
+        removed, over = fit_thread(
+            tiers,
+            sweeper.kind,
+            sweeper.sql,
+            thread_id,
+            max_bytes=max_bytes,
+            keep_last=sweeper.policy.keep_last,
+            in_use_seconds=sweeper.eviction_grace_seconds,
+        )
+    except Exception as error:
+        return _failed(tiers, tally, thread_id, error)
+    if over:
+        tally.over_bytes += 1
+        logger.warning(
+            "retention: thread %r stays over max_thread_bytes (%d): its newest checkpoints, and what they need, "
+            "alone pass it (TieredSaver.thread_storage says where its bytes are)",
+            thread_id,
+            max_bytes,
+        )
+    return _tally_removed(tally, removed)
+
+
+def _failed(tiers: Tiers, tally: _Tally, thread_id: str, error: Exception) -> str:
+    tally.failures += 1
+    message = f"{type(error).__name__}: {error}"
+    tiers.shared.retention_totals.note_error(message)
+    logger.warning("retention: removing from thread %r failed, kept for the next sweep: %s", thread_id, message)
+    return FAILED
+
+
+def _tally_removed(tally: _Tally, removed: Removed | None) -> str:
     if removed is None:
         tally.in_use += 1
         return IN_USE
@@ -385,8 +423,9 @@ def _find_in_tables(tiers: Tiers, sweeper: Sweeper, uptos: dict[Search, str], li
     for search, window in (("idle", sweeper.idle), ("waiting", sweeper.waiting)):
         if search in uptos:  # the waiting search is the idle one again, at interrupted_ttl_seconds' cutoff
             searches.append((window, "idle", uptos[search], lambda w: (w.start, w.upto, w.after, w.upto, limit)))
-    if policy.keep_last is not None:
-        keep_last = policy.keep_last
+    if policy.keep_last is not None or policy.max_thread_bytes is not None:
+        # max_thread_bytes: every thread written in the window (a namespace of more than 0) is measured
+        keep_last = 0 if policy.max_thread_bytes is not None else policy.keep_last or 0
         searches.append((sweeper.long, "long", uptos["long"], lambda w: (w.start, w.upto, w.after, keep_last, limit)))
     for window, due, upto, parameters in searches:
         while window.open(upto, _overlap):
