@@ -59,7 +59,8 @@ SAVERS: dict[str, Callable[[], BaseCheckpointSaver]] = {
 IN_MEMORY = ["bounded", "stock"]
 
 
-CORPUS = "".join(random.Random(1).choice("abcdefghijklmnopqrstuvwxyz     ") for _ in range(65_536))
+_LETTERS = random.Random(1)  # one generator: a fresh Random(1) per character made the corpus one letter repeated
+CORPUS = "".join(_LETTERS.choice("abcdefghijklmnopqrstuvwxyz     ") for _ in range(65_536))
 
 
 def text(size: int, rng: random.Random) -> str:
