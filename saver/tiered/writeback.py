@@ -34,7 +34,7 @@ import heapq
 import math
 import threading
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -54,8 +54,10 @@ __all__ = [
     "DirtyItem",
     "DirtyLedger",
     "DirtyWrites",
+    "FlushRounds",
     "CheckpointReplay",
     "Replay",
+    "Wakeups",
     "WritesReplay",
     "refuses_the_data",
     "replay",
@@ -221,6 +223,98 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class Wakeups:
+    """The waiters of a condition, sync and async: a sync waiter waits on the condition, an async one on a
+    future of its own loop, set from whichever thread calls ``wake`` (``call_soon_threadsafe``). Nobody polls.
+
+    Invariant: ``waiters`` is guarded by the condition's lock; ``wake`` empties it.
+    """
+
+    def __init__(self, lock: threading.Condition) -> None:
+        self.lock = lock
+        self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    async def until(self, ready: Callable[[], bool], timeout: float = CHANGE_WAIT_SECONDS) -> None:
+        """Return once ``ready()`` (read with the lock held), or the next ``wake``; ``timeout`` only guards against
+        a loop that missed its wake-up. Runtime complexity: O(1), plus the wait."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self.lock:
+            if ready():
+                return
+            self.waiters.append((loop, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self.lock:
+                if (loop, future) in self.waiters:
+                    self.waiters.remove((loop, future))
+
+    def wake(self) -> None:
+        """Wake every waiter, sync and async (lock held). Runtime complexity: O(waiters)."""
+        self.lock.notify_all()
+        waiters, self.waiters = self.waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits there any more
+                loop.call_soon_threadsafe(_wake, future)
+
+
+class FlushRounds:
+    """Write-back's flush rounds: when a bound is reached, ONE flush of every dirty thread (``flushing.flush_all``,
+    oldest first, as big a batch as is dirty) runs, and every writer that needs room waits for its end instead
+    of flushing too. A write that waited rechecks the bounds once the round is over.
+
+    Invariant: ``running`` exactly while a round runs (``started == finished + 1``); at most one round runs;
+    ``finished`` grows, and every waiter is woken, at each round's end; ``failure`` is the last round's. Guarded
+    by ``lock``; nobody holds it across a durable round trip.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition(threading.Lock())
+        self.wakeups = Wakeups(self.lock)
+        self.running = False
+        self.started = 0
+        self.finished = 0
+        self.failure: Exception | None = None
+
+    def begin(self) -> int | None:
+        """Start a round (None: the caller runs it, then calls ``end``), or, while one runs, return ``finished``
+        now, to wait for its end (``wait_end``, ``await_end``). Runtime complexity: O(1)."""
+        with self.lock:
+            if self.running:
+                return self.finished
+            self.running = True
+            self.started += 1
+            return None
+
+    def end(self, failure: Exception | None) -> None:
+        """The round is over (``failure``: how it failed, if it did): wake every waiter. Runtime complexity:
+        O(waiters)."""
+        with self.lock:
+            self.running = False
+            self.finished += 1
+            self.failure = failure
+            self.wakeups.wake()
+
+    def wait_end(self, seen: int) -> Exception | None:
+        """Wait for the end of the round under way when ``finished`` was ``seen``; its failure, if any.
+        Runtime complexity: O(1), plus the wait."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.finished != seen)
+            return self.failure
+
+    async def await_end(self, seen: int) -> Exception | None:
+        """``wait_end`` for async callers: woken by the round's end on their own loop, never by polling.
+        Runtime complexity: O(1), plus the wait."""
+        while True:
+            await self.wakeups.until(lambda: self.finished != seen)
+            with self.lock:
+                if self.finished != seen:
+                    return self.failure
+
+
 def _own_bytes(item: DirtyItem) -> int:
     return item.record.nbytes if isinstance(item, DirtyCheckpoint) else item.nbytes
 
@@ -244,7 +338,8 @@ class DirtyLedger:
         self.changes = 0  # bumped (and waiters woken) whenever a write leaves the ledger or a flusher finishes
         self.items = 0  # unflushed writes, every thread's
         self.item_seconds: float | None = None  # a write's flush lately (EWMA, saver clock); None: unmeasured
-        self.async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.wakeups = Wakeups(self.lock)
+        self.rounds = FlushRounds()  # the one flush that backpressure runs, and its waiters (flushing)
 
     def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
         """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
@@ -300,23 +395,6 @@ class DirtyLedger:
             heapq.heappop(ages)  # stale: that thread was flushed (its pair, if dirty again, was pushed anew)
         return None
 
-    def next_to_flush(self, skip: Collection[str] = ()) -> tuple[str | None, bool, int]:
-        """The thread holding the oldest unflushed write (none of ``skip``), whether a flush of it is under way,
-        and ``changes`` now (to wait for the next change with ``wait_change``). Flushing oldest first, every
-        flusher (a write's backpressure, the periodic flush) serves the write that waited longest, so no
-        thread's backlog starves while others' are flushed.
-
-        Runtime complexity: amortized O(log t) for t dirty threads; O(t log t) with ``skip``.
-        """
-        with self.lock:
-            oldest = self._oldest()
-            if oldest is not None and oldest[1] in skip:
-                ranked = sorted((backlog.times[0], thread_id) for thread_id, backlog in self.threads.items())
-                oldest = next((pair for pair in ranked if pair[1] not in skip), None)
-            if oldest is None:
-                return None, False, self.changes
-            return oldest[1], oldest[1] in self.flushing, self.changes
-
     def wait_change(self, seen: int, timeout: float | None = None) -> None:
         """Wait until the ledger changed since ``changes`` was ``seen`` (a write flushed, a flusher done).
 
@@ -331,29 +409,12 @@ class DirtyLedger:
 
         Runtime complexity: O(1), plus the wait.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        with self.lock:
-            if self.changes != seen:
-                return
-            self.async_waiters.append((loop, future))
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            with self.lock:
-                if (loop, future) in self.async_waiters:
-                    self.async_waiters.remove((loop, future))
+        await self.wakeups.until(lambda: self.changes != seen, timeout)
 
     def _changed(self) -> None:
         """Wake every waiter, sync and async (lock held). Runtime complexity: O(waiters)."""
         self.changes += 1
-        self.lock.notify_all()
-        waiters, self.async_waiters = self.async_waiters, []
-        for loop, future in waiters:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits there any more
-                loop.call_soon_threadsafe(_wake, future)
+        self.wakeups.wake()
 
     def claim(self, thread_id: str) -> list[DirtyItem]:
         """Become the thread's flusher (waiting for another one to finish) and take its unflushed writes in order.
