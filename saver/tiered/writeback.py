@@ -57,6 +57,8 @@ __all__ = [
     "FlushRounds",
     "CheckpointReplay",
     "Replay",
+    "Selection",
+    "Selector",
     "Wakeups",
     "WritesReplay",
     "refuses_the_data",
@@ -119,6 +121,24 @@ class DirtyWrites(NamedTuple):
 
 
 DirtyItem = DirtyCheckpoint | DirtyWrites
+
+
+class Selection(NamedTuple):
+    """What a ``persist="latest"`` flush writes of a thread's claimed writes (``write_less.select``).
+
+    Attributes:
+        kept: ``(index in the claimed list, item)`` of each write kept, in order; an item may be a rewritten
+            checkpoint (its parent, its ``new_versions``).
+        pins: ``(namespace, checkpoint_id)`` of checkpoints whose pending writes are written before their put
+            came: never to be dropped later.
+    """
+
+    kept: list[tuple[int, DirtyItem]]
+    pins: set[tuple[str, str]]
+
+
+Selector = Callable[[list[DirtyItem], set[tuple[str, str]]], "Selection | None"]
+"""``write_less.select``: given a thread's claimed writes and its pinned checkpoints, what a flush keeps."""
 
 
 @dataclass(eq=False)
@@ -340,6 +360,10 @@ class DirtyLedger:
         self.item_seconds: float | None = None  # a write's flush lately (EWMA, saver clock); None: unmeasured
         self.wakeups = Wakeups(self.lock)
         self.rounds = FlushRounds()  # the one flush that backpressure runs, and its waiters (flushing)
+        # persist="latest" (write_less.select): what a claim keeps of a thread's writes; its pinned checkpoints
+        self.select: Selector | None = None
+        self.pinned: dict[str, set[tuple[str, str]]] = {}
+        self.skipped = 0  # unflushed writes a claim dropped unwritten (persist="latest")
 
     def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
         """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
@@ -439,7 +463,39 @@ class DirtyLedger:
     def _claimed(self, thread_id: str) -> list[DirtyItem]:
         self.flushing.add(thread_id)
         backlog = self.threads.get(thread_id)
-        return [] if backlog is None else list(backlog.items)
+        if backlog is None:
+            return []
+        if self.select is not None:
+            self._thin(thread_id, backlog, self.select)
+            backlog = self.threads[thread_id]
+        return list(backlog.items)
+
+    def _thin(self, thread_id: str, backlog: Backlog, select: Selector) -> None:
+        """``persist="latest"``: keep of the thread's writes what ``select`` keeps (``write_less``); the rest
+        leaves the ledger unwritten (lock held). Runtime complexity: O(items of the thread and their values)."""
+        pinned = self.pinned.get(thread_id, set())
+        selection = select(list(backlog.items), pinned)
+        if selection is None:
+            return
+        kept, pins = selection
+        pinned = (pinned | pins).difference(
+            (item.namespace, item.checkpoint_id) for _, item in kept if isinstance(item, DirtyCheckpoint)
+        )
+        if pinned:
+            self.pinned[thread_id] = pinned
+        else:
+            self.pinned.pop(thread_id, None)
+        if len(kept) == len(backlog.items):
+            return
+        thinned = Backlog(strikes=backlog.strikes, successes_seen=backlog.successes_seen)
+        for index, item in kept:
+            thinned.push(item, backlog.times[index])
+        self.threads[thread_id] = thinned
+        self.nbytes += thinned.nbytes - backlog.nbytes
+        self.items += len(thinned.items) - len(backlog.items)
+        self.skipped += len(backlog.items) - len(thinned.items)
+        heapq.heappush(self.ages, (thinned.times[0], thread_id))
+        self._changed()
 
     def flushed_one(self, thread_id: str, seconds: float) -> None:
         """The flusher's oldest item taken is durable now, after ``seconds``: it leaves the ledger at once, so
@@ -499,6 +555,7 @@ class DirtyLedger:
         with self.lock:
             self.lock.wait_for(lambda: thread_id not in self.flushing)
             backlog = self.threads.pop(thread_id, None)
+            self.pinned.pop(thread_id, None)
             if backlog is None:
                 return []
             self.nbytes -= backlog.nbytes
