@@ -287,8 +287,10 @@ class FlushRounds:
     of flushing too. A write that waited rechecks the bounds once the round is over.
 
     Invariant: ``running`` exactly while a round runs (``started == finished + 1``); at most one round runs;
-    ``finished`` grows, and every waiter is woken, at each round's end; ``failure`` is the last round's. Guarded
-    by ``lock``; nobody holds it across a durable round trip.
+    ``finished`` grows, and every waiter is woken, at each round's end; ``failure`` is the last round's while
+    ``waiting`` callers wait, else None (an error's traceback holds the flush's frames, and with them the saver:
+    kept, it would keep a saver nobody holds from being collected and flushed). Guarded by ``lock``; nobody
+    holds it across a durable round trip.
     """
 
     def __init__(self) -> None:
@@ -298,6 +300,7 @@ class FlushRounds:
         self.started = 0
         self.finished = 0
         self.failure: Exception | None = None
+        self.waiting = 0
 
     def begin(self) -> int | None:
         """Start a round (None: the caller runs it, then calls ``end``), or, while one runs, return ``finished``
@@ -315,24 +318,40 @@ class FlushRounds:
         with self.lock:
             self.running = False
             self.finished += 1
-            self.failure = failure
+            self.failure = failure if self.waiting else None
             self.wakeups.wake()
 
     def wait_end(self, seen: int) -> Exception | None:
         """Wait for the end of the round under way when ``finished`` was ``seen``; its failure, if any.
         Runtime complexity: O(1), plus the wait."""
         with self.lock:
-            self.lock.wait_for(lambda: self.finished != seen)
-            return self.failure
+            self.waiting += 1
+            try:
+                self.lock.wait_for(lambda: self.finished != seen)
+                return self.failure
+            finally:
+                self._left()
 
     async def await_end(self, seen: int) -> Exception | None:
         """``wait_end`` for async callers: woken by the round's end on their own loop, never by polling.
         Runtime complexity: O(1), plus the wait."""
-        while True:
-            await self.wakeups.until(lambda: self.finished != seen)
+        with self.lock:
+            self.waiting += 1
+        try:
+            while True:
+                await self.wakeups.until(lambda: self.finished != seen)
+                with self.lock:
+                    if self.finished != seen:
+                        return self.failure
+        finally:
             with self.lock:
-                if self.finished != seen:
-                    return self.failure
+                self._left()
+
+    def _left(self) -> None:
+        """A waiter has its answer (lock held): the last one lets the failure go. Runtime complexity: O(1)."""
+        self.waiting -= 1
+        if not self.waiting:
+            self.failure = None
 
 
 def _own_bytes(item: DirtyItem) -> int:

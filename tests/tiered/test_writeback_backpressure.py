@@ -168,3 +168,20 @@ def test_evicting_a_dirty_thread_hands_it_to_the_flusher(tmp_path: Path, use_asy
     assert tiered.stats().spills == 1 and durable.get_tuple(config("first")) is not None
     tiered.close()
     tiered.check()
+
+
+def test_a_failed_round_nobody_waits_for_keeps_no_error(tmp_path: Path) -> None:
+    """A round's failure is kept for the writers waiting on it, then let go: its traceback holds the flush's
+    frames, and with them the saver, which an unclosed program's collection would then never flush (a saver
+    kept alive to the interpreter's exit, after its durable tier was gone, ended the process with status 70)."""
+    import sqlite3
+
+    durable = ControlledSqlite(tmp_path / "durable.sqlite")
+    tiered = TieredSaver(durable, write=WriteBack(flush_interval_seconds=math.inf))
+    turn(tiered, "t")
+    durable.failing = True
+    with pytest.raises(sqlite3.OperationalError):
+        tiered.flush()
+    assert tiered._shared.dirty.rounds.failure is None
+    durable.failing = False
+    tiered.close()
