@@ -10,12 +10,16 @@ unflushed writes (``tiered.writeback``). This module moves them on:
 * ``dirty_room`` is the backpressure: a write that would pass
   ``max_dirty_bytes``, or that finds the oldest unflushed write (one in a flush
   under way included) plus the backlog's flush time past ``max_dirty_seconds``,
-  waits: for the flush under way of the oldest write, or it flushes that thread
-  itself, the oldest write first across threads. Once the durable tier is known
-  down (``known_down``) no write waits on it: a write that does not fit in bytes
-  is refused with a ``CheckpointCapacityError`` naming the durable failure; age
-  alone never refuses (the outage is what keeps the writes back). A durable
-  connection found closed refuses every later write (``refuse_closed``);
+  needs a flush. ONE flush runs (a round: ``flush_all``, every dirty thread, the
+  oldest write first), run by the first writer that needs it, and every other
+  one waits for its end (``writeback.FlushRounds``: a condition, or a future on
+  the waiter's own loop; nothing polls); no writer repeats a flush another is
+  running. ``flush()`` and the periodic flush are rounds too. Once the durable
+  tier is known down (``known_down``) no write waits on it: a write that does
+  not fit in bytes is refused with a ``CheckpointCapacityError`` naming the
+  durable failure; age alone never refuses (the outage is what keeps the writes
+  back). A durable connection found closed refuses every later write
+  (``refuse_closed``);
 * a flush first reads back the first checkpoint it continues and does not hold
   (``_parent_to_check``: one durable read): gone (another process deleted the
   thread), the flush is refused and the thread's writes dropped, as a poisoned
@@ -25,9 +29,9 @@ unflushed writes (``tiered.writeback``). This module moves them on:
   failures: its unflushed writes are dropped and reported with its thread id,
   its hot copy leaves memory, and writes continuing what was dropped are
   refused (``coordination.UnstorableWriteError``);
-* ``spill`` flushes the threads the hot tier evicted with unflushed writes, and
-  ``deliver`` (called after every operation) hands the hot tier's drops to its
-  hook, which requests those spills;
+* ``deliver`` (called after every operation) hands the hot tier's drops to its
+  hook; a dirty thread it evicted is not flushed in the writer: its writes wait
+  in the ledger for the next round, which counts it as a spill;
 * ``flush_in_background`` is the periodic flush; ``flush_at_exit`` flushes, at
   interpreter exit, the write-back savers still alive that nobody closed, and
   ends the process with ``LOST_AT_EXIT_STATUS`` when it cannot.
@@ -75,16 +79,16 @@ __all__ = [
     "adeliver",
     "adirty_room",
     "aflush_all",
+    "aflush_round",
     "aflush_thread",
-    "aspill",
     "deliver",
     "dirty_room",
     "flush_all",
     "flush_at_exit",
     "flush_at_exit_later",
     "flush_in_background",
+    "flush_round",
     "flush_thread",
-    "spill",
 ]
 
 logger = logging.getLogger(f"{__package__}.tiered")  # TieredSaver's one logger, whichever module logs
@@ -133,18 +137,16 @@ def known_down(tiers: Tiers, *, for_age: bool = False) -> bool:
 
 class _Step(NamedTuple):
     """What a write making room does next: ``go`` (it fits), ``through`` (written through), ``refuse``,
-    ``wait`` (for the flush under way of the oldest write; ``seen`` the ledger's changes), or ``flush`` a thread."""
+    ``round`` (run the one flush of every dirty thread: ``flush_all``), ``wait`` (for the end of the round under
+    way; ``seen`` the rounds finished), or ``flush`` one thread (its own, before it goes through)."""
 
     kind: str
     thread_id: str | None = None
     seen: int = 0
 
 
-def _next_step(tiers: Tiers, needed: int, tried: set[str], budget: int) -> _Step:
-    """One decision of ``dirty_room``: the oldest unflushed write is served first, by whoever is free.
-
-    Runtime complexity: amortized O(log t) for t dirty threads (O(t log t) once a flush failed).
-    """
+def _next_step(tiers: Tiers, needed: int, rounds_left: int, failure: Exception | None) -> _Step:
+    """One decision of ``dirty_room``. Runtime complexity: amortized O(log t) for t dirty threads."""
     shared = tiers.shared
     if needed > shared.max_dirty_bytes:
         return _Step("through")  # larger than the bound by itself
@@ -153,20 +155,16 @@ def _next_step(tiers: Tiers, needed: int, tried: set[str], budget: int) -> _Step
         return _Step("go")
     if known_down(tiers, for_age=fits):
         return _Step("go" if fits else "refuse")  # no write waits on a tier that is down; the bytes bound it
-    if not fits and budget <= 0:
-        return _Step("through")  # other writers fill it again as fast as it is flushed
-    candidate, in_flight, seen = shared.dirty.next_to_flush(tried)
-    if candidate is None:  # what is left failed to flush in this wait (refused data): the bytes decide
+    if failure is not None:  # the round this write waited for failed: what is left did not flush; bytes decide
         return _Step("go" if fits else "refuse")
-    if in_flight:
-        return _Step("wait", seen=seen)
-    return _Step("flush", candidate)
+    if not fits and rounds_left <= 0:
+        return _Step("through")  # other writers fill it again as fast as it is flushed
+    return _Step("round")
 
 
-def _failed_to_make_room(tiers: Tiers, tried: set[str], thread_id: str, error: Exception) -> None:
-    """A flush made to make room failed: its thread is not tried again in this wait, and a failure for want of
-    the tier makes it known down (``known_down``). Runtime complexity: O(1)."""
-    tried.add(thread_id)
+def _failed_to_make_room(tiers: Tiers, error: Exception) -> None:
+    """A round made to make room failed: a failure for want of the tier makes it known down for the age
+    (``known_down``). Runtime complexity: O(1)."""
     if not refuses_the_data(error):
         shared = tiers.shared
         shared.age_retry_at = shared.clock() + shared.max_dirty_seconds
@@ -175,29 +173,32 @@ def _failed_to_make_room(tiers: Tiers, tried: set[str], thread_id: str, error: E
 def dirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
     """Write-back backpressure: before a write is acknowledged, make room for ``needed`` more bytes under
     ``max_dirty_bytes``, and wait until no unflushed write (one in a flush under way included) is older than
-    ``max_dirty_seconds``. The oldest write is served first: a flush under way of it is waited for (on the
-    ledger's condition), else its thread is flushed by this writer, and so on until the write fits.
+    ``max_dirty_seconds``. When a bound is reached, ONE flush runs (a round: ``flush_all``, every dirty thread,
+    the oldest write first), run by the first writer that needs it; every other writer that needs room waits
+    for that round's end (on a condition, or its own loop's future: no polling), then checks the bounds again.
+    No writer repeats a flush another is running.
 
     While the durable tier is down (``known_down``) no write waits on it: age presses no write (the bytes bound
-    what waits), and a write that does not fit is refused at once, naming the durable failure.
+    what waits), and a write that does not fit is refused at once, naming the durable failure. A round that
+    fails lets the bytes decide: a write that fits goes, one that does not is refused, naming the failure.
 
     Returns False for a write that still does not fit in bytes (larger than the bound by itself, or other
-    writers filled it again): it is written through instead, durable first, after the thread's own unflushed
-    writes. A write that had to wait is counted, with its wait, in ``stats()`` (``backpressure_waits``,
-    ``backpressure_seconds``). A thread whose flush fails is not tried again in this wait.
+    writers filled it again after ``DIRTY_ROOM_ATTEMPTS`` rounds): it is written through instead, durable first,
+    after the thread's own unflushed writes. A write that had to wait is counted, with its wait, in ``stats()``
+    (``backpressure_waits``, ``backpressure_seconds``).
 
     Raises:
         CheckpointCapacityError: The write does not fit in bytes and the durable tier fails; names the failure.
         DurableClosedError: A flush found the durable connection closed; names the unflushed writes.
 
-    Runtime complexity: O(1) when it fits; else a flush of the oldest thread (one durable write per item) or a
-    wait for one, until it fits.
+    Runtime complexity: O(1) when it fits; else a round (one flush of every dirty thread) or a wait for one,
+    at most ``DIRTY_ROOM_ATTEMPTS`` of them for the bytes.
     """
     return _drive(tiers, _room_plan(tiers, thread_id, needed))
 
 
 async def adirty_room(tiers: Tiers, thread_id: str, needed: int) -> bool:
-    """Async ``dirty_room``: its flushes await the durable tier, its waits the ledger's change (no polling).
+    """Async ``dirty_room``: its round awaits the durable tier, its waits the round's end (no polling).
 
     Runtime complexity: that of ``dirty_room``.
     """
@@ -212,12 +213,10 @@ def _room_plan(tiers: Tiers, thread_id: str, needed: int) -> Plan[bool]:
         return True
     start = time.perf_counter()
     failure: Exception | None = None
-    tried: set[str] = set()
-    budget = DIRTY_ROOM_ATTEMPTS * (len(shared.dirty) + 1)
+    rounds_left = DIRTY_ROOM_ATTEMPTS
     try:
         while True:
-            step = _next_step(tiers, needed, tried, budget)
-            budget -= 1
+            step = _next_step(tiers, needed, rounds_left, failure)
             if step.kind == "go":
                 return True
             if step.kind == "refuse":
@@ -227,38 +226,83 @@ def _room_plan(tiers: Tiers, thread_id: str, needed: int) -> Plan[bool]:
                     done = yield _Step("flush", thread_id)  # its parents first, before it goes through
                     failure = done if isinstance(done, Exception) else None
                 return _through(tiers, thread_id, needed, failure)
-            if step.kind == "wait":
-                yield step
-                continue
-            assert step.thread_id is not None
-            done = yield step
+            rounds_left -= 1
+            done = yield from _round(tiers, share=True)
             if isinstance(done, Exception):
                 failure = done  # counted and logged by the flush
-                _failed_to_make_room(tiers, tried, step.thread_id, done)
+                _failed_to_make_room(tiers, done)
     finally:
         _count_wait(shared, time.perf_counter() - start)
+
+
+def _round(tiers: Tiers, *, share: bool) -> Generator[_Step, Any, int | Exception]:
+    """One round: the flush of every dirty thread, one round at a time. While another caller's round runs, wait
+    for its end: with ``share`` (a write making room) that round serves this caller too (its outcome is
+    returned: 0 or its failure); without (``flush()``, the periodic flush: everything dirty when called must be
+    flushed) a round of its own runs after it. Returns the count of writes flushed, or the failure. Spills
+    (threads the hot tier evicted dirty) are counted when a round flushes them. Runtime complexity: that of
+    ``flush_all``, plus the wait for a round under way."""
+    rounds = tiers.shared.dirty.rounds
+    while (seen := rounds.begin()) is not None:
+        failed = yield _Step("wait", seen=seen)
+        if share:
+            return failed if isinstance(failed, Exception) else 0
+    failure: Exception | None = None
+    spills, start = _spill_requests(tiers.shared), time.perf_counter()
+    try:
+        done = yield _Step("round")
+        failure = done if isinstance(done, Exception) else None
+        _count_spills(tiers.shared, spills, time.perf_counter() - start)
+        return done if isinstance(done, Exception) else int(done or 0)
+    finally:
+        rounds.end(failure)
+
+
+def flush_round(tiers: Tiers) -> int:
+    """Flush every unflushed write as a round (``dirty_room``'s one flush): a round under way is waited for,
+    then this one runs; writers needing room meanwhile wait for it. Raises its first failure. What
+    ``TieredSaver.flush()`` and the periodic flush run.
+
+    Runtime complexity: that of ``flush_all``, plus the wait for a round under way.
+    """
+    return _drive(tiers, _round_plan(tiers))
+
+
+async def aflush_round(tiers: Tiers) -> int:
+    """Async ``flush_round``. Runtime complexity: that of ``flush_round``."""
+    return await _adrive(tiers, _round_plan(tiers))
+
+
+def _round_plan(tiers: Tiers) -> Plan[int]:
+    done = yield from _round(tiers, share=False)
+    if isinstance(done, Exception):
+        raise done
+    return done
 
 
 T = TypeVar("T")
 Step = TypeVar("Step")
 Plan = Generator[_Step, "int | Exception | None", T]
 """Flushes and waits as a generator (the retention pattern: ``retention.storage.Plan``): it yields a ``flush``
-step (and is sent the thread's count of flushed items, or the flush's failure) or a ``wait`` step (sent None),
-and returns its answer. ``_drive`` runs it on the calling thread, ``_adrive`` on the event loop, so each piece
-of logic is written once for both sides."""
+or ``round`` step (and is sent the count of flushed items, or the flush's failure) or a ``wait`` step (sent the
+failure of the round waited for, or None), and returns its answer. ``_drive`` runs it on the calling thread,
+``_adrive`` on the event loop, so each piece of logic is written once for both sides."""
 
 
 def _drive(tiers: Tiers, plan: Plan[T]) -> T:
-    """Run a plan: flushes by ``flush_thread``, waits on the ledger's condition. Runtime complexity: its steps'."""
+    """Run a plan: rounds by ``flush_all``, a thread's flush by ``flush_thread``, waits for a round's end on its
+    condition. Runtime complexity: its steps'."""
     with contextlib.closing(plan):
         step = _send(plan, None)
         while isinstance(step, _Step):
             if step.kind == "wait":
-                tiers.shared.dirty.wait_change(step.seen)
-                step = _send(plan, None)
+                step = _send(plan, tiers.shared.dirty.rounds.wait_end(step.seen))
                 continue
             try:
-                flushed: int | Exception = flush_thread(tiers, str(step.thread_id))
+                if step.kind == "round":
+                    flushed: int | Exception = flush_all(tiers)
+                else:
+                    flushed = flush_thread(tiers, str(step.thread_id))
             except Exception as error:  # the flush's failure is the plan's to weigh; the plan's own propagate
                 flushed = error
             step = _send(plan, flushed)
@@ -266,16 +310,19 @@ def _drive(tiers: Tiers, plan: Plan[T]) -> T:
 
 
 async def _adrive(tiers: Tiers, plan: Plan[T]) -> T:
-    """``_drive`` awaiting: flushes by ``aflush_thread``, waits for the ledger's change without blocking the loop."""
+    """``_drive`` awaiting: rounds by ``aflush_all``, flushes by ``aflush_thread``, waits for a round's end without
+    blocking the loop."""
     with contextlib.closing(plan):
         step = _send(plan, None)
         while isinstance(step, _Step):
             if step.kind == "wait":
-                await tiers.shared.dirty.await_change(step.seen)
-                step = _send(plan, None)
+                step = _send(plan, await tiers.shared.dirty.rounds.await_end(step.seen))
                 continue
             try:
-                flushed: int | Exception = await aflush_thread(tiers, str(step.thread_id))
+                if step.kind == "round":
+                    flushed: int | Exception = await aflush_all(tiers)
+                else:
+                    flushed = await aflush_thread(tiers, str(step.thread_id))
             except Exception as error:
                 flushed = error
             step = _send(plan, flushed)
@@ -748,13 +795,14 @@ def _all_plan(tiers: Tiers) -> Plan[int]:
 
 
 def flush_in_background(tiers: Tiers) -> None:
-    """The periodic flush. An async durable saver's loop that is not running is skipped until it runs.
+    """The periodic flush: a round (``flush_round``). An async durable saver's loop that is not running is skipped
+    until it runs.
 
     Runtime complexity: that of ``flush_all``.
     """
     if _loop_idle(tiers):
         return
-    flush_all(tiers)
+    flush_round(tiers)
 
 
 def _loop_idle(tiers: Tiers) -> bool:
@@ -882,61 +930,32 @@ def _spill_requests(shared: Shared) -> set[str]:
     return thread_ids
 
 
-def _count_spill(shared: Shared, seconds: float) -> None:
+def _count_spills(shared: Shared, requested: set[str], seconds: float) -> None:
+    """Count the threads evicted dirty that a round flushed; those still dirty wait for the next round.
+    Runtime complexity: O(len(requested))."""
+    spilled = [thread_id for thread_id in requested if not shared.dirty.is_dirty(thread_id)]
     with shared.hot.store.exclusive():
-        shared.counters.spills += 1
-        shared.counters.spill_seconds += seconds
-
-
-def spill(tiers: Tiers) -> None:
-    """Flush the threads the hot tier evicted with unflushed writes (their writes stay in memory until
-    then). A failure is counted and logged, not raised: the caller's own write succeeded.
-
-    Runtime complexity: one durable write per unflushed item of those threads.
-    """
-    _drive(tiers, _spill_plan(tiers))
-
-
-async def aspill(tiers: Tiers) -> None:
-    """Async ``spill``: each flush awaits the durable tier. Runtime complexity: that of ``spill``."""
-    await _adrive(tiers, _spill_plan(tiers))
-
-
-def _spill_plan(tiers: Tiers) -> Plan[None]:
-    requests = _spill_requests(tiers.shared)
-    if known_down(tiers):
-        return  # no write waits on a tier that is down: their writes stay in the ledger for the next flush
-    for thread_id in requests:
-        start = time.perf_counter()
-        done = yield _Step("flush", thread_id)
-        if isinstance(done, Exception):
-            logger.error(
-                "flushing thread %r, evicted with unflushed writes, failed; kept in memory", thread_id, exc_info=done
-            )
-            continue  # counted by the flush; retried by the next flush
-        _count_spill(tiers.shared, time.perf_counter() - start)
+        shared.spill_requests |= requested.difference(spilled)
+        if spilled:
+            shared.counters.spills += len(spilled)
+            shared.counters.spill_seconds += seconds
 
 
 def deliver(tiers: Tiers) -> None:
-    """Hand the hot tier's drops to the hook, then flush the dirty threads it evicted.
+    """Hand the hot tier's drops to the hook. A dirty thread it evicted is not flushed here, in the writer: its
+    unflushed writes stay in the ledger (still counted in ``max_dirty_bytes`` and ``max_dirty_seconds``) for the
+    next round (the periodic flush, backpressure's, ``flush()``), which counts it as a spill; a read of it
+    flushes it first (``read_through``).
 
-    Runtime complexity: O(1) when nothing waits; else the hook's per drop, and that of ``spill``.
+    Runtime complexity: O(1) when nothing waits; else the hook's per drop.
     """
-    if _announce(tiers):
-        spill(tiers)
+    announcements = tiers.shared.hot.store.pending_drops()
+    if announcements is not None:
+        announcing.deliver(announcements)
 
 
 async def adeliver(tiers: Tiers) -> None:
     """Async ``deliver``. The hook is the tiered saver's own (``Shared.on_hot_drop``: O(1), no I/O), so it runs
-    inline; the spills await the durable tier. Runtime complexity: that of ``deliver``.
+    inline. Runtime complexity: that of ``deliver``.
     """
-    if _announce(tiers):
-        await aspill(tiers)
-
-
-def _announce(tiers: Tiers) -> bool:
-    """Hand the hot tier's drops to the hook; return whether evicted dirty threads wait for a spill."""
-    announcements = tiers.shared.hot.store.pending_drops()
-    if announcements is not None:
-        announcing.deliver(announcements)
-    return bool(tiers.shared.spill_requests)
+    deliver(tiers)

@@ -241,14 +241,14 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         """
         self._stop_background()
         flushing.deliver(self._tiers)
-        flushing.flush_all(self._tiers)
+        flushing.flush_round(self._tiers)
 
     async def aclose(self) -> None:
         """Async ``close``: the background threads are stopped from the saver's own jobs pool, and the last
         flush awaits the durable tier. Runtime complexity: that of ``close``."""
         await in_jobs_pool(self._stop_background)
         await flushing.adeliver(self._tiers)
-        await flushing.aflush_all(self._tiers)
+        await flushing.aflush_round(self._tiers)
 
     def _stop_background(self) -> None:
         """Stop the periodic flush and the hot tier's own background work (waiting for a run under way)."""
@@ -301,11 +301,11 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
 
         Runtime complexity: one durable write per unflushed checkpoint or write batch.
         """
-        return flushing.flush_all(self._tiers)
+        return flushing.flush_round(self._tiers)  # one round: writers needing room wait for it
 
     async def aflush(self) -> int:
         """Async ``flush``: each write awaits the durable tier. Runtime complexity: that of ``flush``."""
-        return await flushing.aflush_all(self._tiers)
+        return await flushing.aflush_round(self._tiers)
 
     # --- observation ---------------------------------------------------------------------------------------------
 

@@ -27,12 +27,14 @@ __all__ = [
     "DEFAULT_MAX_DIRTY_BYTES",
     "DIRTY_ROOM_ATTEMPTS",
     "OVERSIZE_MODES",
+    "PERSIST_MODES",
     "PER_ITEM_LIMITS",
     "PROCESSES",
     "TTL_MARGIN_SECONDS",
     "Settings",
     "Coherence",
     "Oversize",
+    "Persist",
     "Processes",
     "WriteBack",
     "WriteMode",
@@ -45,6 +47,8 @@ WriteMode = Literal["through", "back"]
 Coherence = Literal["sticky", "validate"]
 Oversize = Literal["durable", "refuse"]
 Processes = Literal["one", "many"]
+Persist = Literal["all", "latest"]
+PERSIST_MODES: tuple[Persist, ...] = ("all", "latest")
 OVERSIZE_MODES: tuple[Oversize, ...] = ("durable", "refuse")
 PROCESSES: tuple[Processes, ...] = ("one", "many")
 WRITE_SHORTHANDS = ("through", "back")
@@ -129,9 +133,16 @@ class WriteBack:
             and the limit, and nothing is written to either tier (None, the default: no limit;
             ``config.max_checkpoint_bytes`` only decides what stays in memory). A whole number of bytes, at
             least 1.
+        persist: ``"all"`` (the default): a flush writes every checkpoint. ``"latest"``: per thread, a flush
+            writes each namespace's newest unflushed checkpoint with its pending writes (what a resume or an
+            interrupt needs), not the intermediate ones before it (their rows and bytes are not written); a
+            thread using a ``DeltaChannel`` is written whole. Gives up time travel to the checkpoints it skips:
+            ``get_state_history`` of a thread read back from the durable tier shows only those written
+            (``tiered.write_less``).
 
     Raises:
-        InvalidArgumentError: A value is not a positive number (or ``math.inf``), naming the field.
+        InvalidArgumentError: A value is not a positive number (or ``math.inf``), or ``persist`` is neither
+            ``"all"`` nor ``"latest"``, naming the field.
 
     Example:
         ```python
@@ -148,9 +159,12 @@ class WriteBack:
     max_dirty_bytes: int | float = DEFAULT_MAX_DIRTY_BYTES
     max_dirty_seconds: float | None = None
     max_checkpoint_bytes: int | None = None
+    persist: Persist = "all"
 
     def __post_init__(self) -> None:
         check_byte_limit("max_checkpoint_bytes", self.max_checkpoint_bytes)
+        if self.persist not in PERSIST_MODES:
+            raise InvalidArgumentError(f"persist must be one of {PERSIST_MODES}, got {self.persist!r:.40}")
         _check_positive("flush_interval_seconds", self.flush_interval_seconds)
         _check_positive("max_dirty_bytes", self.max_dirty_bytes)
         if self.max_dirty_seconds is not None:
@@ -171,6 +185,7 @@ class Settings:
         oversize: ``"durable"`` or ``"refuse"``: what a write past a per-item limit does.
         conditional_writes: Whether a put checks that no other process wrote its namespace since
             (``WriteThrough(processes="many")``).
+        persist: Write-back's flush policy: ``"all"`` or ``"latest"`` (``write_less``).
     """
 
     write: WriteMode = "through"
@@ -180,6 +195,7 @@ class Settings:
     max_dirty_seconds: float = DEFAULT_FLUSH_INTERVAL_SECONDS
     oversize: Oversize = "durable"
     conditional_writes: bool = False
+    persist: Persist = "all"
 
 
 def write_policy(write: object) -> WriteThrough | WriteBack:
@@ -233,7 +249,8 @@ def check_arguments(
     if isinstance(policy, WriteBack):
         interval = float(policy.flush_interval_seconds)
         age = interval if policy.max_dirty_seconds is None else float(policy.max_dirty_seconds)
-        return checked, policy, Settings("back", "sticky", interval, policy.max_dirty_bytes, age, oversize)
+        back = Settings("back", "sticky", interval, policy.max_dirty_bytes, age, oversize, persist=policy.persist)
+        return checked, policy, back
     many = policy.processes == "many"
     if many:
         reason = conditional_support(durable)

@@ -26,6 +26,7 @@ from ..background import JobHealth, Periodic
 from ..config import InMemoryCheckpointConfig
 from ..engine import DroppedThread, Store, ThreadExport
 from ..saver import BoundedInMemorySaver
+from . import write_less
 from .conditional import KnownNewest
 from .coordination import DeletedThreads, Flights, ThreadGates, UnstorableThreads, WriteMarks
 from .durable import DurableHealth, DurableTier
@@ -64,6 +65,8 @@ class Shared:
         self.residency = ResidencyLedger()
         self.early = EarlyWrites()
         self.dirty = DirtyLedger()
+        if settings.persist == "latest":
+            self.dirty.select = write_less.select  # a flush writes each namespace's newest checkpoint
         # Write-back's check of a late flush's parent (flushing): the newest checkpoint each (thread, namespace)
         # flushed last (guarded by dirty.lock, bounded).
         self.flushed_heads: OrderedDict[tuple[str, str], str] = OrderedDict()

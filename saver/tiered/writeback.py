@@ -34,7 +34,7 @@ import heapq
 import math
 import threading
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -54,8 +54,12 @@ __all__ = [
     "DirtyItem",
     "DirtyLedger",
     "DirtyWrites",
+    "FlushRounds",
     "CheckpointReplay",
     "Replay",
+    "Selection",
+    "Selector",
+    "Wakeups",
     "WritesReplay",
     "refuses_the_data",
     "replay",
@@ -117,6 +121,24 @@ class DirtyWrites(NamedTuple):
 
 
 DirtyItem = DirtyCheckpoint | DirtyWrites
+
+
+class Selection(NamedTuple):
+    """What a ``persist="latest"`` flush writes of a thread's claimed writes (``write_less.select``).
+
+    Attributes:
+        kept: ``(index in the claimed list, item)`` of each write kept, in order; an item may be a rewritten
+            checkpoint (its parent, its ``new_versions``).
+        pins: ``(namespace, checkpoint_id)`` of checkpoints whose pending writes are written before their put
+            came: never to be dropped later.
+    """
+
+    kept: list[tuple[int, DirtyItem]]
+    pins: set[tuple[str, str]]
+
+
+Selector = Callable[[list[DirtyItem], set[tuple[str, str]]], "Selection | None"]
+"""``write_less.select``: given a thread's claimed writes and its pinned checkpoints, what a flush keeps."""
 
 
 @dataclass(eq=False)
@@ -221,6 +243,117 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+class Wakeups:
+    """The waiters of a condition, sync and async: a sync waiter waits on the condition, an async one on a
+    future of its own loop, set from whichever thread calls ``wake`` (``call_soon_threadsafe``). Nobody polls.
+
+    Invariant: ``waiters`` is guarded by the condition's lock; ``wake`` empties it.
+    """
+
+    def __init__(self, lock: threading.Condition) -> None:
+        self.lock = lock
+        self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    async def until(self, ready: Callable[[], bool], timeout: float = CHANGE_WAIT_SECONDS) -> None:
+        """Return once ``ready()`` (read with the lock held), or the next ``wake``; ``timeout`` only guards against
+        a loop that missed its wake-up. Runtime complexity: O(1), plus the wait."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self.lock:
+            if ready():
+                return
+            self.waiters.append((loop, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self.lock:
+                if (loop, future) in self.waiters:
+                    self.waiters.remove((loop, future))
+
+    def wake(self) -> None:
+        """Wake every waiter, sync and async (lock held). Runtime complexity: O(waiters)."""
+        self.lock.notify_all()
+        waiters, self.waiters = self.waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits there any more
+                loop.call_soon_threadsafe(_wake, future)
+
+
+class FlushRounds:
+    """Write-back's flush rounds: when a bound is reached, ONE flush of every dirty thread (``flushing.flush_all``,
+    oldest first, as big a batch as is dirty) runs, and every writer that needs room waits for its end instead
+    of flushing too. A write that waited rechecks the bounds once the round is over.
+
+    Invariant: ``running`` exactly while a round runs (``started == finished + 1``); at most one round runs;
+    ``finished`` grows, and every waiter is woken, at each round's end; ``failure`` is the last round's while
+    ``waiting`` callers wait, else None (an error's traceback holds the flush's frames, and with them the saver:
+    kept, it would keep a saver nobody holds from being collected and flushed). Guarded by ``lock``; nobody
+    holds it across a durable round trip.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition(threading.Lock())
+        self.wakeups = Wakeups(self.lock)
+        self.running = False
+        self.started = 0
+        self.finished = 0
+        self.failure: Exception | None = None
+        self.waiting = 0
+
+    def begin(self) -> int | None:
+        """Start a round (None: the caller runs it, then calls ``end``), or, while one runs, return ``finished``
+        now, to wait for its end (``wait_end``, ``await_end``). Runtime complexity: O(1)."""
+        with self.lock:
+            if self.running:
+                return self.finished
+            self.running = True
+            self.started += 1
+            return None
+
+    def end(self, failure: Exception | None) -> None:
+        """The round is over (``failure``: how it failed, if it did): wake every waiter. Runtime complexity:
+        O(waiters)."""
+        with self.lock:
+            self.running = False
+            self.finished += 1
+            self.failure = failure if self.waiting else None
+            self.wakeups.wake()
+
+    def wait_end(self, seen: int) -> Exception | None:
+        """Wait for the end of the round under way when ``finished`` was ``seen``; its failure, if any.
+        Runtime complexity: O(1), plus the wait."""
+        with self.lock:
+            self.waiting += 1
+            try:
+                self.lock.wait_for(lambda: self.finished != seen)
+                return self.failure
+            finally:
+                self._left()
+
+    async def await_end(self, seen: int) -> Exception | None:
+        """``wait_end`` for async callers: woken by the round's end on their own loop, never by polling.
+        Runtime complexity: O(1), plus the wait."""
+        with self.lock:
+            self.waiting += 1
+        try:
+            while True:
+                await self.wakeups.until(lambda: self.finished != seen)
+                with self.lock:
+                    if self.finished != seen:
+                        return self.failure
+        finally:
+            with self.lock:
+                self._left()
+
+    def _left(self) -> None:
+        """A waiter has its answer (lock held): the last one lets the failure go. Runtime complexity: O(1)."""
+        self.waiting -= 1
+        if not self.waiting:
+            self.failure = None
+
+
 def _own_bytes(item: DirtyItem) -> int:
     return item.record.nbytes if isinstance(item, DirtyCheckpoint) else item.nbytes
 
@@ -244,7 +377,12 @@ class DirtyLedger:
         self.changes = 0  # bumped (and waiters woken) whenever a write leaves the ledger or a flusher finishes
         self.items = 0  # unflushed writes, every thread's
         self.item_seconds: float | None = None  # a write's flush lately (EWMA, saver clock); None: unmeasured
-        self.async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.wakeups = Wakeups(self.lock)
+        self.rounds = FlushRounds()  # the one flush that backpressure runs, and its waiters (flushing)
+        # persist="latest" (write_less.select): what a claim keeps of a thread's writes; its pinned checkpoints
+        self.select: Selector | None = None
+        self.pinned: dict[str, set[tuple[str, str]]] = {}
+        self.skipped = 0  # unflushed writes a claim dropped unwritten (persist="latest")
 
     def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
         """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
@@ -300,23 +438,6 @@ class DirtyLedger:
             heapq.heappop(ages)  # stale: that thread was flushed (its pair, if dirty again, was pushed anew)
         return None
 
-    def next_to_flush(self, skip: Collection[str] = ()) -> tuple[str | None, bool, int]:
-        """The thread holding the oldest unflushed write (none of ``skip``), whether a flush of it is under way,
-        and ``changes`` now (to wait for the next change with ``wait_change``). Flushing oldest first, every
-        flusher (a write's backpressure, the periodic flush) serves the write that waited longest, so no
-        thread's backlog starves while others' are flushed.
-
-        Runtime complexity: amortized O(log t) for t dirty threads; O(t log t) with ``skip``.
-        """
-        with self.lock:
-            oldest = self._oldest()
-            if oldest is not None and oldest[1] in skip:
-                ranked = sorted((backlog.times[0], thread_id) for thread_id, backlog in self.threads.items())
-                oldest = next((pair for pair in ranked if pair[1] not in skip), None)
-            if oldest is None:
-                return None, False, self.changes
-            return oldest[1], oldest[1] in self.flushing, self.changes
-
     def wait_change(self, seen: int, timeout: float | None = None) -> None:
         """Wait until the ledger changed since ``changes`` was ``seen`` (a write flushed, a flusher done).
 
@@ -331,29 +452,12 @@ class DirtyLedger:
 
         Runtime complexity: O(1), plus the wait.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        with self.lock:
-            if self.changes != seen:
-                return
-            self.async_waiters.append((loop, future))
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            with self.lock:
-                if (loop, future) in self.async_waiters:
-                    self.async_waiters.remove((loop, future))
+        await self.wakeups.until(lambda: self.changes != seen, timeout)
 
     def _changed(self) -> None:
         """Wake every waiter, sync and async (lock held). Runtime complexity: O(waiters)."""
         self.changes += 1
-        self.lock.notify_all()
-        waiters, self.async_waiters = self.async_waiters, []
-        for loop, future in waiters:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits there any more
-                loop.call_soon_threadsafe(_wake, future)
+        self.wakeups.wake()
 
     def claim(self, thread_id: str) -> list[DirtyItem]:
         """Become the thread's flusher (waiting for another one to finish) and take its unflushed writes in order.
@@ -378,7 +482,39 @@ class DirtyLedger:
     def _claimed(self, thread_id: str) -> list[DirtyItem]:
         self.flushing.add(thread_id)
         backlog = self.threads.get(thread_id)
-        return [] if backlog is None else list(backlog.items)
+        if backlog is None:
+            return []
+        if self.select is not None:
+            self._thin(thread_id, backlog, self.select)
+            backlog = self.threads[thread_id]
+        return list(backlog.items)
+
+    def _thin(self, thread_id: str, backlog: Backlog, select: Selector) -> None:
+        """``persist="latest"``: keep of the thread's writes what ``select`` keeps (``write_less``); the rest
+        leaves the ledger unwritten (lock held). Runtime complexity: O(items of the thread and their values)."""
+        pinned = self.pinned.get(thread_id, set())
+        selection = select(list(backlog.items), pinned)
+        if selection is None:
+            return
+        kept, pins = selection
+        pinned = (pinned | pins).difference(
+            (item.namespace, item.checkpoint_id) for _, item in kept if isinstance(item, DirtyCheckpoint)
+        )
+        if pinned:
+            self.pinned[thread_id] = pinned
+        else:
+            self.pinned.pop(thread_id, None)
+        if len(kept) == len(backlog.items):
+            return
+        thinned = Backlog(strikes=backlog.strikes, successes_seen=backlog.successes_seen)
+        for index, item in kept:
+            thinned.push(item, backlog.times[index])
+        self.threads[thread_id] = thinned
+        self.nbytes += thinned.nbytes - backlog.nbytes
+        self.items += len(thinned.items) - len(backlog.items)
+        self.skipped += len(backlog.items) - len(thinned.items)
+        heapq.heappush(self.ages, (thinned.times[0], thread_id))
+        self._changed()
 
     def flushed_one(self, thread_id: str, seconds: float) -> None:
         """The flusher's oldest item taken is durable now, after ``seconds``: it leaves the ledger at once, so
@@ -438,6 +574,7 @@ class DirtyLedger:
         with self.lock:
             self.lock.wait_for(lambda: thread_id not in self.flushing)
             backlog = self.threads.pop(thread_id, None)
+            self.pinned.pop(thread_id, None)
             if backlog is None:
                 return []
             self.nbytes -= backlog.nbytes

@@ -72,6 +72,7 @@ TIERED_LAYERS = [
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
     {"durable"},  # the durable saver, called on either side
+    {"write_less"},  # write-back's persist="latest": what a flush keeps of a thread's writes
     {"backends", "pools", "writeback", "residency", "coordination", "landing"},  # leaves (backends: a folder)
 ]
 RETENTION_LAYERS = [

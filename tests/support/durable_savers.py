@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,7 @@ class ControlledSqlite(SqliteSaver):
             (``TypeError``), while other threads' go through.
         unreachable: Thread ids whose puts and put_writes fail as a lost connection would
             (``sqlite3.OperationalError``), while other threads' go through.
+        delay: Seconds every call takes first (a slow tier; 0: none).
     """
 
     def __init__(self, path: Path) -> None:
@@ -66,6 +68,7 @@ class ControlledSqlite(SqliteSaver):
         self.release = threading.Event()
         self.unstorable: set[str] = set()
         self.unreachable: set[str] = set()
+        self.delay = 0.0
 
     def close_gate(self, *names: str) -> None:
         """From now on, calls of ``names`` wait until the test sets ``gate`` (``entered`` is set when one waits)."""
@@ -81,6 +84,8 @@ class ControlledSqlite(SqliteSaver):
 
     def _enter(self, name: str) -> None:
         self.calls[name] += 1
+        if self.delay:
+            time.sleep(self.delay)  # a slow tier, not a synchronisation
         if name in self.gated:
             self.entered.set()
             assert self.gate.wait(60), f"the test never opened the gate of {name}"

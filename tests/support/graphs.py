@@ -274,6 +274,24 @@ def retrying_parallel_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, 
     return flaky_parallel_graph(checkpointer, calls, retry=True)
 
 
+def chat_graph(checkpointer: BaseCheckpointSaver, calls: dict[str, int]) -> Any:
+    """A chat turn as issue 34 measured it: agent -> tool -> final (a checkpoint after each step)."""
+
+    def step(name: str, say: Callable[[list], str]) -> Callable[[ChatState], dict]:
+        def node(state: ChatState) -> dict:
+            counted(calls, name)
+            return {"messages": [say(state["messages"])]}
+
+        return node
+
+    nodes = {
+        "agent": step("agent", lambda messages: f"call a tool for {messages[-1]}"),
+        "tool": step("tool", lambda messages: f"tool result {len(messages)}"),
+        "final": step("final", lambda messages: f"answer {len(messages)}"),
+    }
+    return linear(ChatState, nodes).compile(checkpointer=checkpointer)
+
+
 def extend(state: list, batches: list) -> list:
     """A batching-invariant reducer for DeltaChannel."""
     result = list(state)

@@ -436,7 +436,11 @@ def test_write_back_flushes_on_flush_eviction_and_close(db: Path) -> None:
     assert tiered.flush() == 6  # three checkpoints, three write batches
     assert tuples(sqlite_durable(db), "a") == tuples(tiered, "a")
     put_chain(tiered, "b", 2)  # evicts "a": clean, nothing to flush
-    put_chain(tiered, "a", 1)  # evicts "b" with unflushed writes: they are flushed before it leaves memory
+    calls = durable.calls["put"]
+    put_chain(tiered, "a", 1)  # evicts "b" with unflushed writes: not flushed in the writer, they wait for a round
+    assert durable.calls["put"] == calls and tiered.stats().spills == 0 and tiered._store.last_used("b") is None
+    assert tiered.stats().dirty_threads == 2 and tuples(sqlite_durable(db), "b") == []
+    tiered.flush()
     assert tiered.stats().spills == 1 and len(tuples(sqlite_durable(db), "b")) == 2
     tiered.close()
     assert tiered.stats().dirty_bytes == 0

@@ -234,6 +234,13 @@ def outage_saver(db: Path, max_dirty_bytes: float = math.inf) -> tuple[Controlle
     return durable, tiered
 
 
+def find_down(tiered: TieredSaver) -> None:
+    """The periodic flush runs while the tier fails: it finds it down (the job logs the failure)."""
+    with pytest.raises(sqlite3.OperationalError):
+        flushing.flush_in_background(tiered._tiers)
+    assert tiered._tiers.durable.health.down
+
+
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_puts_on_threads_that_are_not_hot_do_not_wait_on_a_tier_that_is_down(db: Path, use_async: bool) -> None:
     """During an outage, write-back puts on threads that were not hot each waited the pool's timeout (the spill of
@@ -242,7 +249,9 @@ def test_puts_on_threads_that_are_not_hot_do_not_wait_on_a_tier_that_is_down(db:
     durable, tiered = outage_saver(db)
     put_turn(tiered, "t-0", None, 0)
     durable.failing = True
-    put_turn(tiered, "t-1", None, 0)  # evicts t-0: its spill finds the tier down (logged)
+    put_turn(tiered, "t-1", None, 0)  # evicts t-0: no flush in the writer, its writes wait for the flusher
+    assert sum(durable.calls.values()) == 0
+    find_down(tiered)
     calls = sum(durable.calls.values())
     assert calls >= 1
     for index in range(2, 8):
@@ -266,7 +275,8 @@ def test_puts_do_not_wait_on_a_tier_that_hangs_once_known_down(db: Path) -> None
     durable, tiered = outage_saver(db)
     put_turn(tiered, "t-0", None, 0)
     durable.failing = True
-    put_turn(tiered, "t-1", None, 0)  # the spill of t-0 fails: known down
+    put_turn(tiered, "t-1", None, 0)
+    find_down(tiered)
     durable.failing = False
     durable.close_gate("put", "put_writes", "get_tuple")  # any call now hangs
     calls = sum(durable.calls.values())
@@ -295,6 +305,7 @@ def test_a_tier_known_down_refuses_at_max_dirty_bytes_without_a_call(db: Path, u
     put_turn(tiered, "t-0", None, 0)
     durable.failing = True
     put_turn(tiered, "t-1", None, 0)
+    find_down(tiered)
     calls = sum(durable.calls.values())
     refused = None
     for index in range(2, 40):
