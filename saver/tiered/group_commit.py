@@ -24,12 +24,15 @@ Runtime complexity: O(rows) and two round trips per batch, for SQL savers; one r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any, NamedTuple
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ..engine import Blob, WriteRecord
 from .backends.base import Batch, BatchPut, BatchWrites, stock_writes
 from .durable import DurableTier
 from .pools import in_jobs_pool
@@ -48,6 +51,10 @@ __all__ = [
     "group_plan",
     "groupable",
     "nbytes",
+    "put",
+    "aput",
+    "put_writes",
+    "aput_writes",
     "store",
 ]
 
@@ -244,11 +251,8 @@ def store(
     if not groupable(durable):
         return _replayed(durable, serde, groups, stored, clock)
     batch, start = batch_of(groups, serde), clock()
-    form = durable.format
     with _flights(durable, groups):
-        gone = durable.on_tables(
-            lambda saver: form.write_batch(saver, batch), lambda saver: form.awrite_batch(saver, batch)
-        )
+        gone = _write(durable, batch)
     _tell(groups, gone, clock() - start, stored)
     return gone
 
@@ -265,10 +269,7 @@ async def astore(
     size = sum(nbytes(item) for group in groups for item in group.items)
     prepared = await in_jobs_pool(lambda: form.prepare(saver, batch)) if size > offload else None
     with _flights(durable, groups):
-        gone = await durable.aon_tables(
-            lambda saver: form.write_batch(saver, batch, prepared),
-            lambda saver: form.awrite_batch(saver, batch, prepared),
-        )
+        gone = await _awrite(durable, batch, prepared)
     _tell(groups, gone, clock() - start, stored)
     return gone
 
@@ -345,3 +346,126 @@ async def _aput(durable: DurableTier, arguments: Replay) -> None:
         await durable.aput(*arguments)
     else:
         await durable.aput_writes(*arguments)
+
+
+# --- write-through: one put, one put_writes, on the same path ------------------------------------------------------
+
+
+def _plain(configurable: Any, *keys: str) -> bool:
+    return all(type(configurable.get(key)) is str for key in keys)
+
+
+def _through_put(durable: DurableTier, blobs: Mapping[tuple[str, Any], Blob], call: PutCall) -> Batch | None:
+    """A write-through ``put`` as a batch of one, its new values as the hot tier encoded them; None where it goes
+    through the saver's API (no SQL of ours, a subclass's own ``put``, identifiers the saver would read otherwise).
+    Runtime complexity: O(new values)."""
+    config, checkpoint, metadata, new_versions = call
+    located = config.get("configurable") if isinstance(config, dict) else None
+    if not groupable(durable) or not isinstance(located, dict) or not _plain(located, "thread_id", "checkpoint_ns"):
+        return None
+    parent = located.get("checkpoint_id")
+    if (parent is not None and type(parent) is not str) or type(checkpoint.get("id")) is not str:
+        return None
+    values = {channel: blob for (channel, _), blob in blobs.items() if blob is not None}
+    thread_id, namespace, checkpoint_id = located["thread_id"], located["checkpoint_ns"], checkpoint["id"]
+    given = (config, checkpoint, metadata)
+    item = BatchPut(thread_id, namespace, checkpoint_id, parent, _NONE, _NONE, values, new_versions, given)
+    return Batch([item], {}, durable.saver.serde.loads_typed)
+
+
+_NONE = ("", b"")  # a write-through's skeleton and metadata: made from what was given, never decoded
+
+PutCall = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+"""``put``'s arguments: config, checkpoint, metadata, new versions."""
+
+WritesCall = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
+"""``put_writes``' arguments: config, writes, task id, task path."""
+
+
+def _through_writes(durable: DurableTier, records: Sequence[WriteRecord], call: WritesCall) -> Batch | None:
+    """A write-through ``put_writes`` as a batch of one, its records as encoded; None where it goes through the
+    saver's API. Runtime complexity: O(writes)."""
+    config, _, task_id, task_path = call
+    located = config.get("configurable") if isinstance(config, dict) else None
+    if not groupable(durable) or not isinstance(located, dict):
+        return None
+    if not _plain(located, "thread_id", "checkpoint_ns", "checkpoint_id") or type(task_id) is not str:
+        return None
+    if type(task_path) is not str or any(type(record.channel) is not str for record in records):
+        return None
+    item = BatchWrites(
+        located["thread_id"], located["checkpoint_ns"], located["checkpoint_id"], task_id, task_path, records
+    )
+    return Batch([item], {}, durable.saver.serde.loads_typed)
+
+
+def put(durable: DurableTier, blobs: Mapping[tuple[str, Any], Blob], *call: Any) -> RunnableConfig:
+    """A write-through ``put`` (``call``: its arguments): the rows the saver's own ``put`` writes, in one
+    transaction on a connection of the saver's own (over PostgreSQL, one of its pool when it has one, not its
+    per-instance lock; its one connection under that lock otherwise), its new values (``blobs``) as the hot tier
+    encoded them; or the saver's ``put`` where the backend has no SQL of ours. Flown in ``landings`` meanwhile.
+
+    Runtime complexity: one round trip (pipelined), O(channels).
+    """
+    batch = _through_put(durable, blobs, call)
+    if batch is None:
+        return durable.put(*call)
+    with durable.landings.flight(batch.items[0].checkpoint_id):
+        _write(durable, batch)
+    return _stored(batch)
+
+
+async def aput(durable: DurableTier, blobs: Mapping[tuple[str, Any], Blob], *call: Any) -> RunnableConfig:
+    """``put`` awaiting the durable tier. Runtime complexity: that of ``put``."""
+    batch = _through_put(durable, blobs, call)
+    if batch is None:
+        return await durable.aput(*call)
+    with durable.landings.flight(batch.items[0].checkpoint_id):
+        await _awrite(durable, batch)
+    return _stored(batch)
+
+
+def _stored(batch: Batch) -> RunnableConfig:
+    """The config the saver's ``put`` returns. Runtime complexity: O(1)."""
+    item = batch.items[0]
+    located = {"thread_id": item.thread_id, "checkpoint_ns": item.namespace, "checkpoint_id": item.checkpoint_id}
+    return {"configurable": located}
+
+
+def _write(durable: DurableTier, batch: Batch) -> set[str]:
+    """Write a batch on the sync side (an async saver's own loop called from this thread). Runtime complexity:
+    the backend's."""
+    form = durable.format
+    return durable.on_tables(
+        lambda saver: form.write_batch(saver, batch), lambda saver: form.awrite_batch(saver, batch)
+    )
+
+
+async def _awrite(durable: DurableTier, batch: Batch, prepared: Any = None) -> set[str]:
+    """Write a batch on the async side (a sync saver's in the durable pool), its rows ``prepared`` or made now."""
+    form = durable.format
+    return await durable.aon_tables(
+        lambda saver: form.write_batch(saver, batch, prepared),
+        lambda saver: form.awrite_batch(saver, batch, prepared),
+    )
+
+
+def put_writes(durable: DurableTier, records: Sequence[WriteRecord], *call: Any) -> None:
+    """A write-through ``put_writes`` (``call``: its arguments): the saver's own rows (its ``ON CONFLICT``
+    choice), its ``records`` as encoded, in one statement on a connection of the saver's own (as ``put``); or the
+    saver's ``put_writes``. Runtime complexity: one round trip, O(writes).
+    """
+    batch = _through_writes(durable, records, call)
+    if batch is None:
+        durable.put_writes(*call)
+    else:
+        _write(durable, batch)
+
+
+async def aput_writes(durable: DurableTier, records: Sequence[WriteRecord], *call: Any) -> None:
+    """``put_writes`` awaiting the durable tier. Runtime complexity: that of ``put_writes``."""
+    batch = _through_writes(durable, records, call)
+    if batch is None:
+        await durable.aput_writes(*call)
+    else:
+        await _awrite(durable, batch)

@@ -28,7 +28,7 @@ from ..engine import Blob, BlobKey, CheckpointRecord, DroppedThread, InvalidArgu
 from ..locations import channel_names, locate, normalize_id, normalize_ids, root_checkpoint_of
 from ..offload import rough_size
 from ..saver import BoundedInMemorySaver, kept_per_namespace
-from . import flushing, hot_reads, hot_writes, read_through, removal
+from . import flushing, group_commit, hot_reads, hot_writes, read_through, removal
 from .backends import kind_of
 from .durable import DurableTier
 from .pools import in_jobs_pool
@@ -585,7 +585,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.put: flown here
                     stored = hot_writes.put_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
-                stored = tiers.durable.put(config, checkpoint, metadata, new_versions)
+                stored = group_commit.put(tiers.durable, blobs, config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         flushing.deliver(tiers)
         return stored
@@ -627,7 +627,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
                 with shared.landings.flight(record.checkpoint_id):  # not through DurableTier.aput: flown here
                     stored = await hot_writes.aput_if_newest(tiers, config, checkpoint, metadata, new_versions)
             else:
-                stored = await tiers.durable.aput(config, checkpoint, metadata, new_versions)
+                stored = await group_commit.aput(tiers.durable, blobs, config, checkpoint, metadata, new_versions)
             hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         await flushing.adeliver(tiers)
         return stored
@@ -672,7 +672,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         with shared.gates.sharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            tiers.durable.put_writes(config, writes, task_id, task_path)
+            group_commit.put_writes(tiers.durable, records, config, writes, task_id, task_path)
             hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
         flushing.deliver(tiers)
 
@@ -708,7 +708,7 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
             hot_writes.precheck_writes(tiers, thread_id, namespace, checkpoint_id, records, batch)
         async with shared.gates.asharing(thread_id):
             hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-            await tiers.durable.aput_writes(config, writes, task_id, task_path)
+            await group_commit.aput_writes(tiers.durable, records, config, writes, task_id, task_path)
             hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
         await flushing.adeliver(tiers)
 

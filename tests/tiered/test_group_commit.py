@@ -17,8 +17,8 @@ import asyncio
 import copy
 import math
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from langgraph.checkpoint.bounded import TieredSaver, UnstorableWriteError, WriteBack
+from langgraph.checkpoint.bounded import TieredSaver, UnstorableWriteError, WriteBack, WriteThrough
 from langgraph.checkpoint.bounded.tiered import group_commit
 from langgraph.checkpoint.bounded.tiered.backends.sqlite import SqliteBackend
 from tests.support.durable_savers import cluster_fixture
@@ -103,7 +103,7 @@ def calls() -> list[tuple[str, tuple[Any, ...]]]:
     return recorded_calls()
 
 
-# --- the savers: stock (group commit) and written through their API ------------------------------------------------
+# --- the savers: stock (our SQL) and written through their API -----------------------------------------------------
 
 
 def _through(saver_class: type[Any]) -> type[Any]:
@@ -113,13 +113,6 @@ def _through(saver_class: type[Any]) -> type[Any]:
         "aput": lambda self, *args, **kwargs: saver_class.aput(self, *args, **kwargs),
     }
     return type(f"Through{saver_class.__name__}", (saver_class,), methods)
-
-
-def _postgres_classes() -> tuple[type[Any], type[Any]]:
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    return _through(PostgresSaver), _through(AsyncPostgresSaver)
 
 
 SQLITE_TABLES = {
@@ -133,30 +126,6 @@ POSTGRES_TABLES = {
     "checkpoint_writes": "SELECT * FROM checkpoint_writes "
     "ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx",
 }
-
-
-def _schema_conninfo(conninfo: str, schema: str) -> str:
-    from psycopg import Connection
-
-    with Connection.connect(conninfo, autocommit=True) as connection:
-        connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        connection.execute(f"CREATE SCHEMA {schema}")
-    return f"{conninfo} options='-c search_path={schema}'"
-
-
-def _postgres_rows(conninfo: str) -> dict[str, list[Any]]:
-    from psycopg import Connection
-
-    with Connection.connect(conninfo, autocommit=True) as connection:
-        return {
-            table: [tuple(row) for row in connection.execute(query).fetchall()]
-            for table, query in POSTGRES_TABLES.items()
-        }
-
-
-def _sqlite_rows(path: Path) -> dict[str, list[Any]]:
-    with sqlite3.connect(path) as connection:
-        return {table: connection.execute(query).fetchall() for table, query in SQLITE_TABLES.items()}
 
 
 class _Counting:
@@ -173,111 +142,151 @@ class _Counting:
         return getattr(self.serde, name)
 
 
-def _feed(tiered: TieredSaver, calls: list[tuple[str, tuple[Any, ...]]]) -> None:
-    for method, arguments in calls:
-        getattr(tiered, method)(*copy.deepcopy(arguments))
-
-
-async def _afeed(tiered: TieredSaver, calls: list[tuple[str, tuple[Any, ...]]]) -> None:
-    for method, arguments in calls:
-        await getattr(tiered, "a" + method)(*copy.deepcopy(arguments))
-
-
-def _flushed(durable: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> tuple[int, bool, int]:
-    """Feed the calls to a write-back saver over ``durable`` and flush: (writes flushed, grouped, re-serialized)."""
-    tiered = TieredSaver(durable, write=BACK)
-    _feed(tiered, calls)
-    counting = durable.serde = _Counting(durable.serde)
-    flushed = tiered.flush()
-    tiered.check()
-    return flushed, group_commit.groupable(tiered._tiers.durable), counting.dumps
-
-
-async def _aflushed(durable: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> tuple[int, bool, int]:
-    tiered = TieredSaver(durable, write=BACK)
-    await _afeed(tiered, calls)
-    counting = durable.serde = _Counting(durable.serde)
-    flushed = await tiered.aflush()
-    tiered.check()
-    return flushed, group_commit.groupable(tiered._tiers.durable), counting.dumps
-
-
-@contextmanager
-def _sqlite(path: Path, through: bool) -> Iterator[Any]:
-    saver = (_through(SqliteSaver) if through else SqliteSaver)(sqlite3.connect(path, check_same_thread=False))
-    yield saver
-    saver.conn.close()
-
-
 @asynccontextmanager
-async def _async_sqlite(path: Path, through: bool) -> AsyncIterator[Any]:
-    import aiosqlite
+async def _durable(kind: str, where: str, *, through: bool, pool: bool = False) -> AsyncIterator[Any]:
+    """A fresh durable saver of ``kind`` (its own SQLite file, or PostgreSQL schema, named by ``where``), written
+    through its API when ``through``; over a ``psycopg_pool`` pool when ``pool``."""
+    if kind == "sqlite":
+        saver = (_through(SqliteSaver) if through else SqliteSaver)(sqlite3.connect(where, check_same_thread=False))
+        yield saver
+        saver.conn.close()
+        return
+    if kind == "async_sqlite":
+        import aiosqlite
 
-    async with aiosqlite.connect(path) as connection:
-        saver = (_through(AsyncSqliteSaver) if through else AsyncSqliteSaver)(connection)
+        async with aiosqlite.connect(where) as connection:
+            saver = (_through(AsyncSqliteSaver) if through else AsyncSqliteSaver)(connection)
+            await saver.setup()
+            yield saver
+        return
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection, Connection
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    if kind == "postgres":
+        saver_class = _through(PostgresSaver) if through else PostgresSaver
+        if pool:
+            with ConnectionPool(where, kwargs=kwargs, min_size=1, max_size=4, open=True) as connections:
+                saver = saver_class(connections)
+                saver.setup()
+                yield saver
+            return
+        with Connection.connect(where, **kwargs) as connection:
+            saver = saver_class(connection)
+            saver.setup()
+            yield saver
+        return
+    async_class = _through(AsyncPostgresSaver) if through else AsyncPostgresSaver
+    if pool:
+        async with AsyncConnectionPool(where, kwargs=kwargs, min_size=1, max_size=4, open=False) as connections:
+            saver = async_class(connections)
+            await saver.setup()
+            yield saver
+        return
+    async with await AsyncConnection.connect(where, **kwargs) as connection:
+        saver = async_class(connection)
         await saver.setup()
         yield saver
+
+
+def _where(kind: str, name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh place for one saver's tables: a SQLite file, or a PostgreSQL schema (on the search path)."""
+    if kind in ("sqlite", "async_sqlite"):
+        return str(tmp_path / f"{name}.sqlite")
+    from psycopg import Connection
+
+    conninfo = request.getfixturevalue("cluster").conninfo
+    with Connection.connect(conninfo, autocommit=True) as connection:
+        connection.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        connection.execute(f"CREATE SCHEMA {name}")
+    return f"{conninfo} options='-c search_path={name}'"
+
+
+def _rows(kind: str, where: str) -> dict[str, list[Any]]:
+    if kind in ("sqlite", "async_sqlite"):
+        with sqlite3.connect(where) as connection:
+            return {table: connection.execute(query).fetchall() for table, query in SQLITE_TABLES.items()}
+    from psycopg import Connection
+
+    with Connection.connect(where, autocommit=True) as connection:
+        return {
+            table: [tuple(row) for row in connection.execute(query).fetchall()]
+            for table, query in POSTGRES_TABLES.items()
+        }
+
+
+async def _feed(target: Any, calls: list[tuple[str, tuple[Any, ...]]], use_async: bool) -> None:
+    for method, arguments in calls:
+        if use_async:
+            await getattr(target, "a" + method)(*copy.deepcopy(arguments))
+        else:
+            getattr(target, method)(*copy.deepcopy(arguments))
+
+
+async def _written(
+    kind: str, where: str, calls: list[tuple[str, tuple[Any, ...]]], mode: str, pool: bool = False
+) -> tuple[int, bool, int]:
+    """Write the calls over a fresh durable saver of ``kind``: ``mode`` ``"batch"`` (write-back, flushed by group
+    commit), ``"api"`` (write-back over a saver written through its API), ``"through"`` (write-through), or
+    ``"stock"`` (the saver alone). Return (writes flushed, grouped, values the saver serialized again)."""
+    use_async = kind.startswith("async")
+    async with _durable(kind, where, through=mode == "api", pool=pool) as durable:
+        if mode == "stock":
+            await _feed(durable, calls, use_async)
+            return 0, False, 0
+        tiered = TieredSaver(durable, write=BACK if mode in ("batch", "api") else WriteThrough())
+        if mode == "through":
+            counting = durable.serde = _Counting(durable.serde)
+        await _feed(tiered, calls, use_async)
+        if mode != "through":
+            counting = durable.serde = _Counting(durable.serde)
+        flushed = await tiered.aflush() if use_async else tiered.flush()
+        tiered.check()
+        return flushed, group_commit.groupable(tiered._tiers.durable), counting.dumps
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_group_commit_writes_the_rows_the_savers_own_put_writes(
     kind: str, calls: list[tuple[str, tuple[Any, ...]]], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """Write-back: a flush by group commit and a flush through the saver's API leave identical tables."""
+    rows, outcomes = {}, {}
+    for mode in ("batch", "api"):
+        where = _where(kind, f"group_{kind}_{mode}", tmp_path, request)
+        outcomes[mode] = asyncio.run(_written(kind, where, calls, mode))
+        rows[mode] = _rows(kind, where)
+    sql = kind.removeprefix("async_")
     puts = sum(method == "put" for method, _ in calls)
-    outcomes: dict[bool, tuple[int, bool, int]] = {}
-    rows: dict[bool, dict[str, list[Any]]] = {}
-    if kind in ("sqlite", "async_sqlite"):
-        for through in (False, True):
-            path = tmp_path / f"{kind}-{through}.sqlite"
-            if kind == "sqlite":
-                with _sqlite(path, through) as durable:
-                    outcomes[through] = _flushed(durable, calls)
-            else:
+    # SQLite's checkpoint row holds every value: each checkpoint is serialized whole, once; PostgreSQL's blobs and
+    # every write go in as the hot tier encoded them
+    assert outcomes["batch"] == (len(calls), True, puts if sql == "sqlite" else 0)
+    assert outcomes["api"][:2] == (len(calls), False)  # every call flushed, through the saver's API
+    assert all(rows["api"].values())  # something in every table
+    for table in rows["api"]:
+        assert rows["batch"][table] == rows["api"][table], table
 
-                async def run(path: Path = path, through: bool = through) -> tuple[int, bool, int]:
-                    async with _async_sqlite(path, through) as durable:
-                        return await _aflushed(durable, calls)
 
-                outcomes[through] = asyncio.run(run())
-            rows[through] = _sqlite_rows(path)
-        redone = puts  # SQLite's checkpoint row holds every value: each checkpoint is serialized whole once
-    else:
-        running = request.getfixturevalue("cluster")
-        sync_class, async_class = _postgres_classes()
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg import AsyncConnection, Connection
-        from psycopg.rows import dict_row
-
-        for through in (False, True):
-            conninfo = _schema_conninfo(running.conninfo, f"group_{kind}_{'through' if through else 'batch'}")
-            if kind == "postgres":
-                connection = Connection.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-                with connection:
-                    durable = (sync_class if through else PostgresSaver)(connection)
-                    durable.setup()
-                    outcomes[through] = _flushed(durable, calls)
-            else:
-
-                async def arun(
-                    conninfo: str = conninfo, cls: Any = async_class if through else AsyncPostgresSaver
-                ) -> tuple[int, bool, int]:
-                    async with await AsyncConnection.connect(
-                        conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
-                    ) as connection:
-                        durable = cls(connection)
-                        await durable.setup()
-                        return await _aflushed(durable, calls)
-
-                outcomes[through] = asyncio.run(arun())
-            rows[through] = _postgres_rows(conninfo)
-        redone = 0  # blobs and writes go in as the hot tier encoded them
-    assert outcomes[False][:2] == (len(calls), True)  # every call flushed, by group commit
-    assert outcomes[True][:2] == (len(calls), False)  # every call flushed, through the saver's API
-    assert outcomes[False][2] == redone
-    assert all(rows[True][table] for table in rows[True])  # something of every table was written
-    for table in rows[True]:
-        assert rows[False][table] == rows[True][table], table
+@pytest.mark.parametrize(
+    ("kind", "pool"), [(kind, False) for kind in KINDS] + [("postgres", True), ("async_postgres", True)]
+)
+def test_write_through_writes_the_rows_of_the_savers_own_put_writes(
+    kind: str, pool: bool, calls: list[tuple[str, tuple[Any, ...]]], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Write-through on the same path: the tables are those the saver alone makes of the same calls, and the
+    saver serialized nothing again over PostgreSQL (SQLite: each checkpoint, whole)."""
+    rows, outcomes = {}, {}
+    for mode in ("through", "stock"):
+        where = _where(kind, f"through_{kind}_{mode}_{pool}".lower(), tmp_path, request)
+        outcomes[mode] = asyncio.run(_written(kind, where, calls, mode, pool))
+        rows[mode] = _rows(kind, where)
+    puts = sum(method == "put" for method, _ in calls)
+    assert outcomes["through"] == (0, True, puts if kind.endswith("sqlite") else 0)
+    assert all(rows["stock"].values())
+    for table in rows["stock"]:
+        assert rows["through"][table] == rows["stock"][table], table
 
 
 # --- the orchestration: one transaction, a refused batch, a deleted parent -----------------------------------------
@@ -372,3 +381,57 @@ def test_a_thread_deleted_by_another_process_is_refused_inside_the_batch(tmp_pat
     assert len(list(durable.list(config("kept")))) == 2 and len(list(durable.list(config("also-kept")))) == 2
     assert not tiered._shared.dirty
     tiered.check()
+
+
+# --- write-through over PostgreSQL: a pool's connections, not the saver's one lock ---------------------------------
+
+
+class _CountingLock:
+    """The saver's lock, counting how often it is taken (sync or async)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock, self.taken = lock, 0
+
+    def __enter__(self) -> Any:
+        self.taken += 1
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.lock.__exit__(*exc)
+
+    async def __aenter__(self) -> Any:
+        self.taken += 1
+        return await self.lock.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.lock.__aexit__(*exc)
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["connection", "pool"])
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_write_through_over_a_pool_never_queues_on_the_savers_lock(
+    kind: str, pool: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Over a ``psycopg_pool`` pool each write-through put and put_writes takes a connection of the pool: the
+    saver's per-instance lock (which its own put takes even with a pool) is never taken; over one connection it
+    is, as the saver's own calls take it."""
+    where = _where(kind, f"lock_{kind}_{pool}".lower(), tmp_path, request)
+    use_async = kind.startswith("async")
+
+    async def run() -> int:
+        async with _durable(kind, where, through=False, pool=pool) as durable:
+            tiered = TieredSaver(durable)
+            counting = durable.lock = _CountingLock(durable.lock)
+            parent: str | None = None
+            for step in range(3):
+                checkpoint = make_checkpoint({"step": step, "text": ["a list", step]})
+                arguments = (config("locked", "", parent), checkpoint, {"step": step}, checkpoint["channel_versions"])
+                stored = await tiered.aput(*arguments) if use_async else tiered.put(*arguments)
+                writes = (stored, [("text", f"write {step}")], f"task-{step}")
+                await tiered.aput_writes(*writes) if use_async else tiered.put_writes(*writes)
+                parent = stored["configurable"]["checkpoint_id"]
+            return counting.taken
+
+    taken = asyncio.run(run())
+    assert (taken == 0) if pool else (taken >= 6)
+    assert len(_rows(kind, where)["checkpoints"]) == 3 and len(_rows(kind, where)["checkpoint_writes"]) == 3

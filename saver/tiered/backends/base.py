@@ -190,8 +190,10 @@ class BatchPut(NamedTuple):
         parent_id: The checkpoint it continues (``put``'s config ``checkpoint_id``), or None.
         skeleton: The checkpoint without its ``channel_values``, serialized (the hot tier's record).
         metadata: Its metadata, merged and normalized, serialized.
-        values: Every channel value it holds, serialized by the saver's serde.
+        values: Every channel value it holds, serialized by the saver's serde (with ``given``: the new ones).
         new_versions: The channels ``put`` stored new values for, and their versions.
+        given: A write-through's ``put`` arguments as given, ``(config, checkpoint, metadata)``: the rows are made
+            from them as the saver's own ``put`` makes them (nothing decoded), its new values as encoded.
     """
 
     thread_id: str
@@ -202,9 +204,12 @@ class BatchPut(NamedTuple):
     metadata: Payload
     values: Mapping[str, Payload]
     new_versions: Mapping[str, Version]
+    given: tuple[RunnableConfig, Any, CheckpointMetadata] | None = None
 
     def config(self) -> RunnableConfig:
         """The config ``put`` is called with (its parent as ``checkpoint_id``). Runtime complexity: O(1)."""
+        if self.given is not None:
+            return self.given[0]
         target: dict[str, Any] = {"thread_id": self.thread_id, "checkpoint_ns": self.namespace}
         if self.parent_id is not None:
             target["checkpoint_id"] = self.parent_id

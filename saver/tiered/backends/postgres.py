@@ -356,19 +356,25 @@ def _put_rows(put: BatchPut, loads: Any, blobs: list[tuple[Any, ...]]) -> tuple[
     """``PostgresSaver.put``'s rows for a checkpoint: its blob rows (appended to ``blobs``: the new versions of the
     values it does not keep inline, the bytes the hot tier encoded, not serialized again) and its checkpoints row
     (the checkpoint without those values, primitives and a delta snapshot's marker inline; the metadata merged, as
-    ``jsonb``). A value is decoded only to tell whether ``put`` keeps it inline. Runtime complexity: O(channels),
-    plus decoding the skeleton, the metadata and each value that may be a primitive."""
+    ``jsonb``). A flushed value is decoded only to tell whether ``put`` keeps it inline; a write-through's
+    (``given``) is not decoded at all. Runtime complexity: O(channels), plus decoding the skeleton, the metadata
+    and each flushed value that may be a primitive."""
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
     from psycopg.types.json import Jsonb
 
-    copy: dict[str, Any] = loads(put.skeleton)
+    if put.given is not None:
+        copy = dict(put.given[1])
+        values: Any = copy["channel_values"]
+        metadata = put.given[2]
+    else:
+        copy, values, metadata = loads(put.skeleton), put.values, loads(put.metadata)
     inline: dict[str, Any] = {}
     moved: set[str] = set()
-    for channel, payload in put.values.items():
-        if _blob_as_is(payload):
+    for channel, held in values.items():
+        if put.given is None and _blob_as_is(held):
             moved.add(channel)
             continue
-        value = loads(payload)
+        value = held if put.given is not None else loads(held)
         if isinstance(value, _DeltaSnapshot):
             moved.add(channel)
             inline[channel] = True
@@ -380,8 +386,8 @@ def _put_rows(put: BatchPut, loads: Any, blobs: list[tuple[Any, ...]]) -> tuple[
     for channel, version in put.new_versions.items():
         if channel in moved:
             blobs.append((put.thread_id, put.namespace, channel, version, *put.values[channel]))
-    metadata = get_serializable_checkpoint_metadata(put.config(), loads(put.metadata))
-    return (put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, Jsonb(copy), Jsonb(metadata))
+    merged = get_serializable_checkpoint_metadata(put.config(), metadata)
+    return (put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, Jsonb(copy), Jsonb(merged))
 
 
 def _rows(saver: Any, batch: Batch) -> _Rows:

@@ -150,8 +150,9 @@ def _statements(saver: Any, batch: Batch) -> _Statements:
     dumps = saver.serde.dumps_typed
     puts = []
     for put in rows.puts:
-        kind, data = dumps(full_checkpoint(put, batch.loads))
-        merged = get_checkpoint_metadata(put.config(), batch.loads(put.metadata))
+        given = put.given
+        kind, data = dumps(full_checkpoint(put, batch.loads) if given is None else given[1])
+        merged = get_checkpoint_metadata(put.config(), batch.loads(put.metadata) if given is None else given[2])
         metadata = json.dumps(merged, ensure_ascii=False).encode("utf-8", "ignore")
         puts.append((put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, kind, data, metadata))
     steps = [(_PUT, puts), (_UPSERT_WRITES, rows.upserts), (_INSERT_WRITES, rows.inserts)]
