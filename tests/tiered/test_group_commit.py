@@ -435,3 +435,46 @@ def test_write_through_over_a_pool_never_queues_on_the_savers_lock(
     taken = asyncio.run(run())
     assert (taken == 0) if pool else (taken >= 6)
     assert len(_rows(kind, where)["checkpoints"]) == 3 and len(_rows(kind, where)["checkpoint_writes"]) == 3
+
+
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_a_batch_postgresql_refuses_is_rolled_back_and_retried_a_thread_at_a_time(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL refuses one thread's write (a NUL character in a text column) in the middle of a group commit:
+    the transaction is rolled back (nothing of the batch is written, the connection stays usable), the threads
+    are flushed one at a time, and only the bad thread stays unflushed; a second failure poisons it."""
+    where = _where(kind, f"refused_{kind}", tmp_path, request)
+    use_async = kind.startswith("async")
+
+    async def run() -> tuple[int, int, set[str]]:
+        async with _durable(kind, where, through=False) as durable:
+            tiered = TieredSaver(durable, write=BACK)
+            for round_ in range(2):
+                for thread_id in ("healthy-1", "bad", "healthy-2"):
+                    checkpoint = make_checkpoint({"turn": round_, "text": [thread_id]})
+                    parent = None if round_ == 0 else durable_heads[thread_id]
+                    arguments = (
+                        config(thread_id, "", parent),
+                        checkpoint,
+                        {"step": round_},
+                        checkpoint["channel_versions"],
+                    )
+                    stored = await tiered.aput(*arguments) if use_async else tiered.put(*arguments)
+                    durable_heads[thread_id] = stored["configurable"]["checkpoint_id"]
+                    path = "bad\x00path" if thread_id == "bad" else ""
+                    writes = (stored, [("text", "a write")], f"task-{round_}", path)
+                    await tiered.aput_writes(*writes) if use_async else tiered.put_writes(*writes)
+                with pytest.raises(Exception, match=r"NUL|0x00|dropped"):
+                    await tiered.aflush() if use_async else tiered.flush()
+                assert set(tiered._shared.dirty.threads) <= {"bad"}
+            tiered.check()
+            stats = tiered.stats()
+            return stats.unstorable_threads, stats.flush_failures, set(tiered._shared.dirty.threads)
+
+    durable_heads: dict[str, str] = {}
+    unstorable, failures, dirty = asyncio.run(run())
+    assert unstorable == 1 and failures >= 2 and not dirty
+    rows = _rows(kind, where)
+    assert {row[0] for row in rows["checkpoints"]} == {"healthy-1", "healthy-2"}
+    assert len(rows["checkpoint_writes"]) == 4

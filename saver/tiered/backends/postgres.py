@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -615,39 +615,105 @@ class PostgresBackend(SqlBackend):
 
     def write_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
         """The batch in one transaction on a connection of the saver's own (one of its pool, or its one
-        connection under its lock): the parents read with ``BEGIN`` (one round trip), then every row, one
-        ``executemany`` per statement, and ``COMMIT``, pipelined into one more. Runtime complexity: O(rows), two
-        round trips (one with no parent to read)."""
+        connection under its lock): ``BEGIN`` and the parents' read (one round trip), then every row, one
+        ``executemany`` per statement, and ``COMMIT`` (pipelined into one more; with no parent to read, the whole
+        transaction is one round trip). Runtime complexity: O(rows)."""
         self.verify(saver)
         made = _rows(saver, batch) if prepared is None else prepared
-        with _put_cursor(saver) as cursor:
-            connection = cursor.connection
-            if saver.pipe is not None:
-                saver.pipe.sync()  # statements queued before must not land in this transaction
-            pipeline = connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext()
-            with pipeline, connection.transaction():
-                gone: set[str] = set()
-                if made.parents[0]:
-                    cursor.execute(_PARENTS, made.parents)
-                    gone = missing_parents(batch, _found(cursor.fetchall()))
-                for sql, rows in made.without(gone):
-                    cursor.executemany(sql, rows)
-        return gone
+        with _put_cursor(saver) as cursor, _in_pipeline(saver, cursor.connection):
+            plan, answer = _batch_plan(batch, made), None
+            while not isinstance(step := _next(plan, answer), set):
+                kind, sql, parameters = step
+                (cursor.executemany if kind == "many" else cursor.execute)(sql, parameters)
+                answer = cursor.fetchall() if kind == "fetch" else None
+        return step
 
     async def awrite_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
         """``write_batch`` for ``AsyncPostgresSaver``, on its own loop."""
         await self.averify(saver)
         made = _rows(saver, batch) if prepared is None else prepared
-        async with _aput_cursor(saver) as cursor:
-            connection = cursor.connection
-            if saver.pipe is not None:
-                await saver.pipe.sync()
-            pipeline = connection.pipeline() if saver.supports_pipeline else contextlib.AsyncExitStack()
-            async with pipeline, connection.transaction():
-                gone: set[str] = set()
-                if made.parents[0]:
-                    await cursor.execute(_PARENTS, made.parents)
-                    gone = missing_parents(batch, _found(await cursor.fetchall()))
-                for sql, rows in made.without(gone):
-                    await cursor.executemany(sql, rows)
-        return gone
+        async with _aput_cursor(saver) as cursor, _ain_pipeline(saver, cursor.connection):
+            plan, answer = _batch_plan(batch, made), None
+            while not isinstance(step := _next(plan, answer), set):
+                kind, sql, parameters = step
+                await (cursor.executemany if kind == "many" else cursor.execute)(sql, parameters)
+                answer = await cursor.fetchall() if kind == "fetch" else None
+        return step
+
+
+BatchStep = tuple[str, str, Any]
+"""A group commit's statement: ``("execute" | "fetch" | "many", sql, parameters or rows)``."""
+
+
+def _batch_plan(batch: Batch, made: _Rows) -> Generator[BatchStep, Any, set[str]]:
+    """A group commit's statements, once for both sides: ``BEGIN``, the parents' read (sent its rows), each
+    statement's rows but those of threads whose parent is gone, ``COMMIT``; it returns those threads."""
+    yield "execute", "BEGIN", None
+    gone: set[str] = set()
+    if made.parents[0]:
+        gone = missing_parents(batch, _found((yield "fetch", _PARENTS, made.parents)))
+    for sql, rows in made.without(gone):
+        yield "many", sql, rows
+    yield "execute", "COMMIT", None
+    return gone
+
+
+def _next(plan: Generator[BatchStep, Any, set[str]], answer: Any) -> BatchStep | set[str]:
+    try:
+        return plan.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _transaction_problem(saver: Any, connection: Any) -> RuntimeError | None:
+    from psycopg.pq import TransactionStatus
+
+    return None if connection.info.transaction_status == TransactionStatus.IDLE else _not_idle(saver)
+
+
+def _failed_mid_transaction(connection: Any) -> bool:
+    """Whether a failed group commit left its transaction open (to roll back; a broken connection ends it)."""
+    from psycopg.pq import TransactionStatus
+
+    return not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE
+
+
+@contextlib.contextmanager
+def _in_pipeline(saver: Any, connection: Any) -> Iterator[None]:
+    """The connection in pipeline mode where it can be (statements, not ``connection.transaction()``, which syncs
+    the pipeline at each end), after what the saver's own pipeline queued; rolled back if the block fails."""
+    from psycopg import Error
+
+    if saver.pipe is not None:
+        saver.pipe.sync()  # statements queued before must not land in this transaction
+    problem = _transaction_problem(saver, connection)
+    if problem is not None:
+        raise problem
+    try:
+        with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
+            yield
+    except BaseException:
+        if _failed_mid_transaction(connection):
+            with contextlib.suppress(Error):
+                connection.rollback()
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _ain_pipeline(saver: Any, connection: Any) -> AsyncIterator[None]:
+    """``_in_pipeline`` for an async connection."""
+    from psycopg import Error
+
+    if saver.pipe is not None:
+        await saver.pipe.sync()
+    problem = _transaction_problem(saver, connection)
+    if problem is not None:
+        raise problem
+    try:
+        async with connection.pipeline() if saver.supports_pipeline else contextlib.AsyncExitStack():
+            yield
+    except BaseException:
+        if _failed_mid_transaction(connection):
+            with contextlib.suppress(Error):
+                await connection.rollback()
+        raise
