@@ -689,7 +689,8 @@ def flush_all(tiers: Tiers) -> int:
     write per unflushed item through the API.
     """
     with contextlib.ExitStack() as gates:
-        plan, answer = _all_plan(tiers), None
+        plan = _all_plan(tiers)
+        answer: set[str] | int | Exception | None = None
         while not isinstance(step := _send(plan, answer), _Done):
             answer = None
             try:
@@ -709,7 +710,8 @@ def flush_all(tiers: Tiers) -> int:
 async def aflush_all(tiers: Tiers) -> int:
     """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
     async with contextlib.AsyncExitStack() as gates:
-        plan, answer = _all_plan(tiers), None
+        plan = _all_plan(tiers)
+        answer: set[str] | int | Exception | None = None
         while not isinstance(step := _send(plan, answer), _Done):
             answer = None
             try:

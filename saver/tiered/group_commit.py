@@ -23,6 +23,7 @@ Runtime complexity: O(rows) and two round trips per batch, for SQL savers; one r
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import ExitStack
@@ -258,7 +259,12 @@ def store(
 
 
 async def astore(
-    durable: DurableTier, serde: SerializerProtocol, groups: Sequence[Group], stored: Stored, clock: Clock, offload: int
+    durable: DurableTier,
+    serde: SerializerProtocol,
+    groups: Sequence[Group],
+    stored: Stored,
+    clock: Clock,
+    offload: float,
 ) -> set[str]:
     """``store`` awaiting the durable tier; a batch past ``offload`` bytes is made into rows in the jobs pool,
     off the event loop. Runtime complexity: that of ``store``."""
@@ -312,7 +318,12 @@ def _replayed(
 
 
 async def _areplayed(
-    durable: DurableTier, serde: SerializerProtocol, groups: Sequence[Group], stored: Stored, clock: Clock, offload: int
+    durable: DurableTier,
+    serde: SerializerProtocol,
+    groups: Sequence[Group],
+    stored: Stored,
+    clock: Clock,
+    offload: float,
 ) -> set[str]:
     gone: set[str] = set()
     for group in groups:
@@ -322,7 +333,7 @@ async def _areplayed(
         for item in group.items:
             start = clock()
             if nbytes(item) > offload:  # decoded in the jobs pool, off the event loop
-                arguments = await in_jobs_pool(lambda item=item, group=group: replay(item, group.thread_id, serde))
+                arguments = await in_jobs_pool(functools.partial(replay, item, group.thread_id, serde))
             else:
                 arguments = replay(item, group.thread_id, serde)
             await _aput(durable, arguments)

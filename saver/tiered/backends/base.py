@@ -444,7 +444,8 @@ def stock_writes(saver: BaseCheckpointSaver[Any]) -> bool:
     """Whether the saver writes with its known class's own ``put`` and ``put_writes`` (sync and async): a
     subclass that overrides one (to log, to check, to fail on purpose) is written through its API, never
     around it. Runtime complexity: O(1) (cached per class)."""
-    return _stock_writes(type(saver))
+    saver_type: Any = type(saver)  # a class is hashable (mypy reads BaseCheckpointSaver's __hash__ as not)
+    return _stock_writes(saver_type)
 
 
 def kind_of(saver: BaseCheckpointSaver[Any]) -> Kind:
