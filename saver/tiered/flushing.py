@@ -689,43 +689,51 @@ def flush_all(tiers: Tiers) -> int:
     write per unflushed item through the API.
     """
     with contextlib.ExitStack() as gates:
-        plan = _all_plan(tiers)
-        answer: set[str] | int | Exception | None = None
+        plan, answer = _all_plan(tiers), None
         while not isinstance(step := _send(plan, answer), _Done):
-            answer = None
-            try:
-                if step.kind == "enter":
-                    gates.enter_context(tiers.shared.gates.sharing(step.what))
-                elif step.kind == "leave":
-                    gates.close()
-                elif step.kind == "store":
-                    answer = _store(tiers, step)
-                else:
-                    answer = flush_thread(tiers, step.what)
-            except Exception as error:  # a write's failure is the plan's to weigh; the plan's own propagate
-                answer = error
+            answer = _io(tiers, gates, step)
     return _total(step.value)
 
 
 async def aflush_all(tiers: Tiers) -> int:
     """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
     async with contextlib.AsyncExitStack() as gates:
-        plan = _all_plan(tiers)
-        answer: set[str] | int | Exception | None = None
+        plan, answer = _all_plan(tiers), None
         while not isinstance(step := _send(plan, answer), _Done):
-            answer = None
-            try:
-                if step.kind == "enter":
-                    await gates.enter_async_context(tiers.shared.gates.asharing(step.what))
-                elif step.kind == "leave":
-                    await gates.aclose()
-                elif step.kind == "store":
-                    answer = await _astore(tiers, step)
-                else:
-                    answer = await aflush_thread(tiers, step.what)
-            except Exception as error:
-                answer = error
+            answer = await _aio(tiers, gates, step)
     return _total(step.value)
+
+
+Answer = set[str] | int | Exception | None
+"""What a step of ``_all_plan`` is sent: the threads whose parent is gone, a thread's count, a failure, or None."""
+
+
+def _io(tiers: Tiers, gates: contextlib.ExitStack[Any], step: Io) -> Answer:
+    """Run a step of ``_all_plan`` on this thread; a write's failure is the plan's to weigh (sent, not raised)."""
+    try:
+        if step.kind == "enter":
+            gates.enter_context(tiers.shared.gates.sharing(step.what))
+        elif step.kind == "leave":
+            gates.close()
+        else:
+            return _store(tiers, step) if step.kind == "store" else flush_thread(tiers, step.what)
+    except Exception as error:
+        return error
+    return None
+
+
+async def _aio(tiers: Tiers, gates: contextlib.AsyncExitStack[Any], step: Io) -> Answer:
+    """``_io`` awaiting: the gates polled for, the durable tier awaited."""
+    try:
+        if step.kind == "enter":
+            await gates.enter_async_context(tiers.shared.gates.asharing(step.what))
+        elif step.kind == "leave":
+            await gates.aclose()
+        else:
+            return await (_astore(tiers, step) if step.kind == "store" else aflush_thread(tiers, step.what))
+    except Exception as error:
+        return error
+    return None
 
 
 def _all_plan(tiers: Tiers) -> GroupPlan:

@@ -269,7 +269,7 @@ async def astore(
     """``store`` awaiting the durable tier; a batch past ``offload`` bytes is made into rows in the jobs pool,
     off the event loop. Runtime complexity: that of ``store``."""
     if not groupable(durable):
-        return await _areplayed(durable, serde, groups, stored, clock, offload)
+        return await _areplayed(durable, serde, groups, (stored, clock, offload))
     batch, start = batch_of(groups, serde), clock()
     form, saver = durable.format, durable.saver
     size = sum(nbytes(item) for group in groups for item in group.items)
@@ -318,13 +318,11 @@ def _replayed(
 
 
 async def _areplayed(
-    durable: DurableTier,
-    serde: SerializerProtocol,
-    groups: Sequence[Group],
-    stored: Stored,
-    clock: Clock,
-    offload: float,
+    durable: DurableTier, serde: SerializerProtocol, groups: Sequence[Group], told: tuple[Stored, Clock, float]
 ) -> set[str]:
+    """``_replayed`` awaiting the saver; ``told`` is (``stored``, the clock, the bytes past which an item is
+    decoded in the jobs pool)."""
+    stored, clock, offload = told
     gone: set[str] = set()
     for group in groups:
         if group.parent is not None and await durable.aget_tuple(_located(group.thread_id, group.parent)) is None:
