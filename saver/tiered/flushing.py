@@ -3,10 +3,12 @@
 With ``write="back"`` every write lands in the hot tier and in the ledger of
 unflushed writes (``tiered.writeback``). This module moves them on:
 
-* ``flush_thread`` replays one thread's unflushed writes, oldest first, through
-  the durable saver's ``put`` / ``put_writes``, holding the thread's gate shared
-  (a deletion waits for it); ``flush_all`` does every dirty thread, the one
-  dirty longest first, and one failing thread never stops the others';
+* ``flush_thread`` writes one thread's unflushed writes, oldest first, in one
+  transaction where the backend owns the saver's SQL (``group_commit``), else
+  through the durable saver's ``put`` / ``put_writes``, holding the thread's gate
+  shared (a deletion waits for it); ``flush_all`` does every dirty thread, the
+  one dirty longest first, many threads a transaction (group commits), and one
+  failing thread never stops the others';
 * ``dirty_room`` is the backpressure: a write that would pass
   ``max_dirty_bytes``, or that finds the oldest unflushed write (one in a flush
   under way included) plus the backlog's flush time past ``max_dirty_seconds``,
@@ -385,7 +387,8 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
         Exception: The durable tier's failure (as ``refusal``, naming it, when given); what was not
             flushed stays in memory.
 
-    Runtime complexity: one durable write per unflushed item.
+    Runtime complexity: one transaction (two round trips) where the backend owns the saver's SQL
+    (``group_commit``); else one durable write per unflushed item.
     """
     shared = tiers.shared
     if _nothing_to_flush(shared, thread_id, refusal):
