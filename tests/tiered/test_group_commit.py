@@ -478,3 +478,33 @@ def test_a_batch_postgresql_refuses_is_rolled_back_and_retried_a_thread_at_a_tim
     rows = _rows(kind, where)
     assert {row[0] for row in rows["checkpoints"]} == {"healthy-1", "healthy-2"}
     assert len(rows["checkpoint_writes"]) == 4
+
+
+def test_over_a_pipelined_postgres_saver_each_write_is_committed_when_acknowledged(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``PostgresSaver(conn, pipe)`` keeps its connection in pipeline mode: a write-through put and put_writes,
+    and a write-back flush, are committed (another connection reads them) when they return."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    where = _where("postgres", "pipelined", tmp_path, request)
+    with Connection.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row) as plain:
+        PostgresSaver(plain).setup()  # its migrations cannot run in pipeline mode
+    connection = Connection.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    with connection, connection.pipeline() as pipe:
+        durable = PostgresSaver(connection, pipe)
+        tiered = TieredSaver(durable)
+        checkpoint = make_checkpoint({"messages": ["a", "list"]})
+        stored = tiered.put(config("through"), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+        tiered.put_writes(stored, [("messages", ["more"])], "task")
+        seen = {table: len(rows) for table, rows in _rows("postgres", where).items()}
+        assert seen == {"checkpoints": 1, "checkpoint_blobs": 1, "checkpoint_writes": 1}
+        back = TieredSaver(durable, write=BACK)
+        for index in range(3):
+            checkpoint = make_checkpoint({"messages": [index]})
+            back.put(config(f"back-{index}"), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+        assert back.flush() == 3
+        assert len(_rows("postgres", where)["checkpoints"]) == 4
+        assert durable.get_tuple(config("back-1")) is not None

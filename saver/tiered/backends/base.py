@@ -428,7 +428,8 @@ def _class(module: str, name: str) -> type[Any] | None:
     return found
 
 
-_WRITES = ("put", "put_writes", "aput", "aput_writes")
+_WRITES = ("put", "put_writes", "aput", "aput_writes", "_dump_blobs", "_dump_writes")
+"""The methods that make a saver's rows: a subclass overriding one is written through its API."""
 
 
 @functools.cache
@@ -436,7 +437,7 @@ def _stock_writes(saver_type: type[Any]) -> bool:
     for _, module, name in _KNOWN:
         found = _class(module, name)
         if found is not None and issubclass(saver_type, found):
-            return all(getattr(saver_type, method) is getattr(found, method) for method in _WRITES)
+            return all(getattr(saver_type, method, None) is getattr(found, method, None) for method in _WRITES)
     return False
 
 
