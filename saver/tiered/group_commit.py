@@ -199,11 +199,14 @@ def _batch_plan(ledger: DirtyLedger, chunk: list[str], hooks: Hooks) -> GroupPla
 
 def groupable(durable: DurableTier) -> bool:
     """Whether the durable saver takes group commits: a SQL backend's saver whose ``put`` and ``put_writes`` are
-    its class's own (a subclass overriding one is written through its API, so what it adds still runs).
+    its class's own (a subclass overriding one is written through its API, so what it adds still runs), on a
+    connection where a transaction of ours can begin (not one that keeps its own open: a ``sqlite3`` connection
+    with ``autocommit=False``, a psycopg one without autocommit, which ``conditional_problem`` names).
 
     Runtime complexity: O(1).
     """
-    return durable.format.batched and stock_writes(durable.saver)
+    form, saver = durable.format, durable.saver
+    return form.batched and stock_writes(saver) and form.conditional_problem(saver) is None
 
 
 def batch_of(groups: Sequence[Group], serde: SerializerProtocol) -> Batch:

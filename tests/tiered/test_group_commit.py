@@ -508,3 +508,26 @@ def test_over_a_pipelined_postgres_saver_each_write_is_committed_when_acknowledg
         assert back.flush() == 3
         assert len(_rows("postgres", where)["checkpoints"]) == 4
         assert durable.get_tuple(config("back-1")) is not None
+
+
+def test_a_connection_that_keeps_its_own_transaction_is_written_through_the_savers_api(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A psycopg connection without autocommit keeps a transaction open, where ours cannot begin: the tiered
+    saver writes through the saver's own put and put_writes, which work inside it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    where = _where("postgres", "not_autocommit", tmp_path, request)
+    with Connection.connect(where, autocommit=True, prepare_threshold=0, row_factory=dict_row) as plain:
+        PostgresSaver(plain).setup()
+    with Connection.connect(where, autocommit=False, prepare_threshold=0, row_factory=dict_row) as connection:
+        durable = PostgresSaver(connection)
+        tiered = TieredSaver(durable)
+        assert not group_commit.groupable(tiered._tiers.durable)
+        checkpoint = make_checkpoint({"messages": ["a"]})
+        stored = tiered.put(config("kept"), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+        tiered.put_writes(stored, [("messages", ["b"])], "task")
+        connection.commit()
+    assert len(_rows("postgres", where)["checkpoints"]) == 1
