@@ -49,6 +49,9 @@ The modules, from the public face down (imports run one way):
 * ``writeback``, ``residency``, ``coordination``, ``landing``: the ledger of
   unflushed writes, what a hot copy holds, how callers keep out of each
   other's way, the durable puts under way (which retention's discovery waits for);
+* ``group_commit``: many threads' unflushed writes in one durable transaction
+  (write-back's flushes), and write-through's puts on the same path, through
+  the backend that owns the saver's SQL;
 * ``durable``, ``conditional``, ``pools``: the durable saver called on either
   side, conditional puts, and the saver's own worker pools;
 * ``backends``: each durable saver family in one file (a folder), the only

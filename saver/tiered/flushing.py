@@ -3,10 +3,12 @@
 With ``write="back"`` every write lands in the hot tier and in the ledger of
 unflushed writes (``tiered.writeback``). This module moves them on:
 
-* ``flush_thread`` replays one thread's unflushed writes, oldest first, through
-  the durable saver's ``put`` / ``put_writes``, holding the thread's gate shared
-  (a deletion waits for it); ``flush_all`` does every dirty thread, the one
-  dirty longest first, and one failing thread never stops the others';
+* ``flush_thread`` writes one thread's unflushed writes, oldest first, in one
+  transaction where the backend owns the saver's SQL (``group_commit``), else
+  through the durable saver's ``put`` / ``put_writes``, holding the thread's gate
+  shared (a deletion waits for it); ``flush_all`` does every dirty thread, the
+  one dirty longest first, many threads a transaction (group commits), and one
+  failing thread never stops the others';
 * ``dirty_room`` is the backpressure: a write that would pass
   ``max_dirty_bytes``, or that finds the oldest unflushed write (one in a flush
   under way included) plus the backlog's flush time past ``max_dirty_seconds``,
@@ -46,7 +48,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import os
 import sys
@@ -56,24 +57,15 @@ import weakref
 from collections.abc import Generator
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import announcing
 from ..engine import CheckpointCapacityError
 from .durable import DurableClosedError, DurableTier
-from .pools import in_jobs_pool
+from .group_commit import Group, GroupPlan, Hooks, Io, astore, group_plan, groupable, store
 from .settings import DIRTY_ROOM_ATTEMPTS, PER_ITEM_LIMITS
 from .state import Shared, Tiers, count_rejection
-from .writeback import (
-    POISON_STRIKES,
-    CheckpointReplay,
-    DirtyCheckpoint,
-    DirtyItem,
-    Replay,
-    refuses_the_data,
-    replay,
-)
+from .writeback import POISON_STRIKES, DirtyCheckpoint, DirtyItem, refuses_the_data
 
 __all__ = [
     "adeliver",
@@ -442,7 +434,8 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
         Exception: The durable tier's failure (as ``refusal``, naming it, when given); what was not
             flushed stays in memory.
 
-    Runtime complexity: one durable write per unflushed item.
+    Runtime complexity: one transaction (two round trips) where the backend owns the saver's SQL
+    (``group_commit``); else one durable write per unflushed item.
     """
     shared = tiers.shared
     if _nothing_to_flush(shared, thread_id, refusal):
@@ -454,12 +447,8 @@ def flush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacityError 
             try:
                 body = _flush_body(tiers, thread_id, items, tally)
                 step = _send(body, None)
-                while isinstance(step, _Io):  # the parent's read, then each item's write, on this thread
-                    if step.kind == "store":
-                        _store(tiers, _replayed(tiers, step))
-                        step = _send(body, None)
-                    else:
-                        step = _send(body, tiers.durable.get_tuple(step.what))
+                while isinstance(step, Io):  # the items' write (the parent read in it), on this thread
+                    step = _send(body, _store(tiers, step))
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
@@ -477,22 +466,14 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     if _nothing_to_flush(shared, thread_id, refusal):
         return 0
     start, tally = time.perf_counter(), [0]
-    offload = tiers.config.async_offload_bytes
     try:
         async with shared.gates.asharing(thread_id):
             items = await shared.dirty.aclaim(thread_id)
             try:
                 body = _flush_body(tiers, thread_id, items, tally)
                 step = _send(body, None)
-                while isinstance(step, _Io):  # awaited
-                    if step.kind == "read":
-                        step = _send(body, await tiers.durable.aget_tuple(step.what))
-                        continue
-                    if _item_bytes(step.what) > offload:  # replayed in the jobs pool, off the event loop
-                        await _astore(tiers, await in_jobs_pool(functools.partial(_replayed, tiers, step)))
-                    else:
-                        await _astore(tiers, _replayed(tiers, step))
-                    step = _send(body, None)
+                while isinstance(step, Io):  # awaited
+                    step = _send(body, await _astore(tiers, step))
             finally:
                 shared.dirty.release(thread_id)
     except Exception as error:
@@ -500,36 +481,23 @@ async def aflush_thread(tiers: Tiers, thread_id: str, refusal: CheckpointCapacit
     return _finish(tiers, thread_id, refusal, (tally[0], start), step.value, items)
 
 
-class _Io(NamedTuple):
-    """A durable call of a flush: ``read`` the tuple at a config (``what``), or ``store`` an item (``what``)."""
-
-    kind: str
-    what: Any
-    thread_id: str
-
-
 def _flush_body(tiers: Tiers, thread_id: str, items: list[DirtyItem], tally: list[int]) -> FlushBody:
-    """A flush of claimed ``items``, once for both sides: it yields the parent's read (sent the tuple found), then
-    each item's write (sent None), counting in ``tally``; it returns the parent found gone, if so (nothing written).
-    Runtime complexity: O(items), plus the calls it yields."""
+    """A flush of claimed ``items``, once for both sides: it yields their write as one group (``group_commit``: the
+    parent checked first, in the same transaction where the backend has one), sent the threads whose parent is
+    gone; each item leaves the ledger as it is written, counted in ``tally``. It returns the parent found gone, if
+    so (nothing written). Runtime complexity: O(items), plus the write it yields."""
     shared = tiers.shared
-    parent = _parent_to_check(shared, thread_id, items)
-    if parent is not None and _parent_gone(shared, (yield _Io("read", _located(thread_id, parent), thread_id))):
-        return parent
-    for item in items:
-        began = shared.clock()
-        yield _Io("store", item, thread_id)
-        shared.dirty.flushed_one(thread_id, shared.clock() - began)
+
+    def stored(thread_id: str, seconds: float) -> None:
+        shared.dirty.flushed_one(thread_id, seconds)
         tally[0] += 1
-    return None
+
+    group = Group(thread_id, items, _parent_to_check(shared, thread_id, items))
+    gone = yield Io("store", ([group], stored))
+    return group.parent if thread_id in gone else None
 
 
-FlushBody = Generator[_Io, Any, "tuple[str, str] | None"]
-
-
-def _replayed(tiers: Tiers, step: _Io) -> Replay:
-    """The durable call that stores an unflushed item. Runtime complexity: decoding and encoding it once."""
-    return replay(step.what, step.thread_id, tiers.serde)
+FlushBody = Generator[Io, Any, "tuple[str, str] | None"]
 
 
 def _nothing_to_flush(shared: Shared, thread_id: str, refusal: CheckpointCapacityError | None) -> bool:
@@ -592,15 +560,12 @@ def _parent_to_check(shared: Shared, thread_id: str, items: list[DirtyItem]) -> 
     return None
 
 
-def _located(thread_id: str, parent: tuple[str, str]) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": parent[0], "checkpoint_id": parent[1]}}
-
-
-def _parent_gone(shared: Shared, found: object) -> bool:
-    """Count a parent check; whether the parent is gone. Runtime complexity: O(1)."""
-    with shared.hot.store.exclusive():
-        shared.counters.parent_checks += 1
-    return found is None
+def _count_parent_checks(shared: Shared, groups: list[Group]) -> None:
+    """Count the parent checks a write made. Runtime complexity: O(groups)."""
+    checked = sum(group.parent is not None for group in groups)
+    if checked:
+        with shared.hot.store.exclusive():
+            shared.counters.parent_checks += checked
 
 
 def _note_heads(shared: Shared, thread_id: str, items: list[DirtyItem]) -> None:
@@ -664,25 +629,23 @@ def _orphaned(tiers: Tiers, thread_id: str, parent: tuple[str, str]) -> Exceptio
     return lost.refusal(first)
 
 
-def _store(tiers: Tiers, replayed: Replay) -> None:
-    """Store an unflushed write in the durable tier, through its ``put`` or its ``put_writes``."""
-    if isinstance(replayed, CheckpointReplay):
-        tiers.durable.put(*replayed)
-    else:
-        tiers.durable.put_writes(*replayed)
+def _store(tiers: Tiers, step: Io) -> set[str]:
+    """Write a step's groups of unflushed writes (``group_commit.store``: one transaction where the backend owns
+    the SQL); return the threads whose parent is gone. Runtime complexity: that of ``group_commit.store``."""
+    groups, stored = step.what
+    gone = store(tiers.durable, tiers.serde, groups, stored, tiers.shared.clock)
+    _count_parent_checks(tiers.shared, groups)
+    return gone
 
 
-async def _astore(tiers: Tiers, replayed: Replay) -> None:
-    if isinstance(replayed, CheckpointReplay):
-        await tiers.durable.aput(*replayed)
-    else:
-        await tiers.durable.aput_writes(*replayed)
-
-
-def _item_bytes(item: DirtyItem) -> int:
-    if isinstance(item, DirtyCheckpoint):
-        return item.record.nbytes + sum(len(value[1]) for value in item.values.values())
-    return item.nbytes
+async def _astore(tiers: Tiers, step: Io) -> set[str]:
+    """``_store`` awaiting the durable tier (rows of a large batch made in the jobs pool)."""
+    groups, stored = step.what
+    gone = await astore(
+        tiers.durable, tiers.serde, groups, stored, tiers.shared.clock, tiers.config.async_offload_bytes
+    )
+    _count_parent_checks(tiers.shared, groups)
+    return gone
 
 
 def _flushed(
@@ -769,29 +732,88 @@ def flush_all(tiers: Tiers) -> int:
     """Flush every dirty thread, the one dirty longest first; a failing thread does not stop the others.
     Raise the first failure once every thread was tried. A no-op with ``write="through"``.
 
-    Runtime complexity: one durable write per unflushed item.
+    Over a SQL durable saver the threads go in group commits (``group_commit.group_plan``: many threads' writes
+    in one transaction); over any other saver, a thread at a time, each item through its API.
+
+    Runtime complexity: two round trips per batch of up to ``group_commit.BATCH_ITEMS`` writes; one durable
+    write per unflushed item through the API.
     """
-    return _drive(tiers, _all_plan(tiers))
+    with contextlib.ExitStack() as gates:
+        plan, answer = _all_plan(tiers), None
+        while not isinstance(step := _send(plan, answer), _Done):
+            answer = _io(tiers, gates, step)
+    return _total(step.value)
 
 
 async def aflush_all(tiers: Tiers) -> int:
     """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
-    return await _adrive(tiers, _all_plan(tiers))
+    async with contextlib.AsyncExitStack() as gates:
+        plan, answer = _all_plan(tiers), None
+        while not isinstance(step := _send(plan, answer), _Done):
+            answer = await _aio(tiers, gates, step)
+    return _total(step.value)
 
 
-def _all_plan(tiers: Tiers) -> Plan[int]:
-    if tiers.shared.write != "back":
-        return 0
-    flushed, failure = 0, None
-    for thread_id in tiers.shared.dirty.dirty_threads():
-        done = yield _Step("flush", thread_id)
-        if isinstance(done, Exception):
-            failure = failure or done
+Answer = set[str] | int | Exception | None
+"""What a step of ``_all_plan`` is sent: the threads whose parent is gone, a thread's count, a failure, or None."""
+
+
+def _io(tiers: Tiers, gates: contextlib.ExitStack[Any], step: Io) -> Answer:
+    """Run a step of ``_all_plan`` on this thread; a write's failure is the plan's to weigh (sent, not raised)."""
+    try:
+        if step.kind == "enter":
+            gates.enter_context(tiers.shared.gates.sharing(step.what))
+        elif step.kind == "leave":
+            gates.close()
         else:
-            flushed += done or 0
+            return _store(tiers, step) if step.kind == "store" else flush_thread(tiers, step.what)
+    except Exception as error:
+        return error
+    return None
+
+
+async def _aio(tiers: Tiers, gates: contextlib.AsyncExitStack[Any], step: Io) -> Answer:
+    """``_io`` awaiting: the gates polled for, the durable tier awaited."""
+    try:
+        if step.kind == "enter":
+            await gates.enter_async_context(tiers.shared.gates.asharing(step.what))
+        elif step.kind == "leave":
+            await gates.aclose()
+        else:
+            return await (_astore(tiers, step) if step.kind == "store" else aflush_thread(tiers, step.what))
+    except Exception as error:
+        return error
+    return None
+
+
+def _all_plan(tiers: Tiers) -> GroupPlan:
+    """``flush_all``'s steps: every dirty thread, the one dirty longest first, in group commits where the durable
+    saver takes them, else each alone. Runtime complexity: O(t log t) for t dirty threads, plus the steps'."""
+    shared = tiers.shared
+    if shared.write != "back":
+        return {}
+    thread_ids = shared.dirty.dirty_threads()
+    if groupable(tiers.durable) and len(thread_ids) > 1:
+        hooks = Hooks(
+            lambda thread_id, items: _parent_to_check(shared, thread_id, list(items)),
+            lambda thread_id, items, flushed, start, gone: _finish(
+                tiers, thread_id, None, (flushed, start), gone, list(items)
+            ),
+            lambda thread_id, flushed, start, error: _failed(tiers, thread_id, None, flushed, start, error),
+        )
+        return (yield from group_plan(shared.dirty, thread_ids, hooks))
+    outcomes: dict[str, int | Exception] = {}
+    for thread_id in thread_ids:
+        outcomes[thread_id] = yield Io("flush", thread_id)
+    return outcomes
+
+
+def _total(outcomes: dict[str, int | Exception]) -> int:
+    """The writes flushed; the first failure (in the threads' order) raised once every thread was tried."""
+    failure = next((outcome for outcome in outcomes.values() if isinstance(outcome, Exception)), None)
     if failure is not None:
         raise failure
-    return flushed
+    return sum(outcome for outcome in outcomes.values() if isinstance(outcome, int))
 
 
 def flush_in_background(tiers: Tiers) -> None:

@@ -23,9 +23,9 @@ from .. import codec
 from ..engine import Blob, BlobKey, CheckpointRecord, WriteRecord
 from ..locations import locate, root_checkpoint_of
 from ..offload import rough_size
-from . import flushing, hot_writes, storage
+from . import flushing, group_commit, hot_writes, storage
 from .pools import in_jobs_pool
-from .read_through import DELIVER, Plan, arun_plan, call_step, durable_step, run_plan
+from .read_through import DELIVER, Plan, arun_plan, call_step, run_plan
 from .retention import resumes
 from .state import Tiers
 
@@ -110,7 +110,8 @@ def put_plan(
                 put = hot_writes.put_if_newest, hot_writes.aput_if_newest
                 stored = yield _side(sync, *put, tiers, config, checkpoint, metadata, versions)
         else:
-            stored = yield durable_step("put", config, checkpoint, metadata, versions)
+            written = group_commit.put, group_commit.aput
+            stored = yield _side(sync, *written, tiers.durable, blobs, config, checkpoint, metadata, versions)
         hot_writes.through_put(shared, thread_id, namespace, record, blobs, root, missing)
         return stored  # type: ignore[no-any-return]
 
@@ -148,7 +149,8 @@ def put_writes_plan(
 
     def through() -> Plan[None]:
         hot_writes.refuse_deleted(shared, thread_id, checkpoint_id)
-        yield durable_step("put_writes", config, writes, task_id, task_path)
+        put_writes = group_commit.put_writes, group_commit.aput_writes
+        yield _side(sync, *put_writes, tiers.durable, records, config, writes, task_id, task_path)
         hot_writes.through_put_writes(shared, thread_id, namespace, checkpoint_id, records, root)
 
     return Gated(thread_id, through())

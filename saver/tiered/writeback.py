@@ -479,6 +479,12 @@ class DirtyLedger:
                 seen = self.changes
             await self.await_change(seen)
 
+    def try_claim(self, thread_id: str) -> list[DirtyItem] | None:
+        """``claim`` without waiting: None when another caller is flushing the thread (a group commit leaves it
+        to that flusher, and flushes what is left after). Runtime complexity: O(items of the thread)."""
+        with self.lock:
+            return None if thread_id in self.flushing else self._claimed(thread_id)
+
     def _claimed(self, thread_id: str) -> list[DirtyItem]:
         self.flushing.add(thread_id)
         backlog = self.threads.get(thread_id)

@@ -71,6 +71,7 @@ TIERED_LAYERS = [
     {"stats"},
     {"settings"},
     {"conditional"},  # conditional puts on the durable saver
+    {"group_commit"},  # many threads' writes in one durable transaction (write-back's flushes, write-through)
     {"durable"},  # the durable saver, called on either side
     {"write_less"},  # write-back's persist="latest": what a flush keeps of a thread's writes
     {"backends", "pools", "writeback", "residency", "coordination", "landing"},  # leaves (backends: a folder)

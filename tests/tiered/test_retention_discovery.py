@@ -461,6 +461,9 @@ class LateWrites(TieredSaver):
         self.go = threading.Event()
         self.puts = -1
         self.puts_done = threading.Event()
+        self.lock = threading.Lock()
+        self.writes_stored = 0  # put_writes calls done (LangGraph may make the last after the last put)
+        self.stored_changed = threading.Condition(self.lock)
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         if self.hold:
@@ -468,6 +471,9 @@ class LateWrites(TieredSaver):
             self.waiting.set()
             assert self.go.wait(WAIT), "the test never let the held writes go"
         super().put_writes(config, writes, task_id, task_path)
+        with self.lock:
+            self.writes_stored += 1
+            self.stored_changed.notify_all()
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         stored = super().put(config, checkpoint, metadata, new_versions)
@@ -475,6 +481,11 @@ class LateWrites(TieredSaver):
         if not self.puts:
             self.puts_done.set()
         return stored
+
+    def wait_for_writes(self, count: int) -> bool:
+        """Whether ``count`` put_writes calls were done within ``WAIT``."""
+        with self.lock:
+            return self.stored_changed.wait_for(lambda: self.writes_stored >= count, WAIT)
 
 
 @pytest.mark.parametrize("write", ["through", "back"])
@@ -489,10 +500,14 @@ def test_writes_landing_after_a_pass_pruned_their_checkpoint_are_collected(tmp_p
     tables = Tables(path, None)
     app = counter(saver)
     app.invoke({"count": 0}, thread("t"), durability="async")
+    per_run = saver.writes_stored  # put_writes calls a run makes
     saver.puts, saver.hold = 3, True  # the run's three checkpoints; its input's writes held
     runner = threading.Thread(target=lambda: app.invoke({"count": 0}, thread("t"), durability="async"))
     runner.start()
     assert saver.waiting.wait(WAIT) and saver.puts_done.wait(WAIT)
+    # Every other write of the run done too (under load LangGraph's background puts finish in any order: one
+    # landing after the flush would leave the thread in use, and the sweep would rightly pass it by).
+    assert saver.wait_for_writes(2 * per_run - 1)
     saver.flush()
     swept = saver.sweep()
     assert (swept.pruned_threads, swept.checkpoints) == (1, 4)  # the input checkpoint went; its writes come later

@@ -17,10 +17,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...engine import BoundedSaverError, ThreadStorage, WriteRecord
+from ...engine import BoundedSaverError, Payload, ThreadStorage, Version, WriteRecord
 
 __all__ = [
     "CHUNK",
+    "Batch",
+    "BatchPut",
+    "BatchWrites",
     "INDEX",
     "INTERRUPT_CHANNEL",
     "NOTHING",
@@ -40,6 +43,7 @@ __all__ = [
     "exact_digest",
     "kind_of",
     "md5",
+    "stock_writes",
 ]
 
 T = TypeVar("T")
@@ -176,6 +180,81 @@ class SchemaMismatchError(BoundedSaverError, ValueError):
         )
 
 
+class BatchPut(NamedTuple):
+    """One checkpoint of a group commit, as the hot tier encoded it (``put``'s arguments, already serialized).
+
+    Attributes:
+        thread_id: Its thread.
+        namespace: Its ``checkpoint_ns``.
+        checkpoint_id: Its id.
+        parent_id: The checkpoint it continues (``put``'s config ``checkpoint_id``), or None.
+        skeleton: The checkpoint without its ``channel_values``, serialized (the hot tier's record).
+        metadata: Its metadata, merged and normalized, serialized.
+        values: Every channel value it holds, serialized by the saver's serde (with ``given``: the new ones).
+        new_versions: The channels ``put`` stored new values for, and their versions.
+        given: A write-through's ``put`` arguments as given, ``(config, checkpoint, metadata)``: the rows are made
+            from them as the saver's own ``put`` makes them (nothing decoded), its new values as encoded.
+    """
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str
+    parent_id: str | None
+    skeleton: Payload
+    metadata: Payload
+    values: Mapping[str, Payload]
+    new_versions: Mapping[str, Version]
+    given: tuple[RunnableConfig, Any, CheckpointMetadata] | None = None
+
+    def config(self) -> RunnableConfig:
+        """The config ``put`` is called with (its parent as ``checkpoint_id``). Runtime complexity: O(1)."""
+        if self.given is not None:
+            return self.given[0]
+        target: dict[str, Any] = {"thread_id": self.thread_id, "checkpoint_ns": self.namespace}
+        if self.parent_id is not None:
+            target["checkpoint_id"] = self.parent_id
+        return {"configurable": target}
+
+
+class BatchWrites(NamedTuple):
+    """One ``put_writes`` of a group commit: a task's batch, its records encoded (special channels' indexes in).
+
+    Attributes:
+        thread_id, namespace, checkpoint_id: The checkpoint its task ran from.
+        task_id: The task.
+        task_path: The task's path.
+        writes: The records, in the order of the call.
+    """
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    writes: Sequence[WriteRecord]
+
+
+class Batch(NamedTuple):
+    """What one group commit writes, in one transaction: the puts and writes of many threads, each thread's in
+    order (oldest first, parents first), and, per thread, the checkpoint that must still be there first.
+
+    Attributes:
+        items: The puts and writes, in flush order.
+        parents: Thread id -> ``(namespace, checkpoint_id)`` read first in the transaction (the late-flush check):
+            a thread whose checkpoint is gone has nothing written.
+        loads: The serde's ``loads_typed`` (to decode what a row needs as values, not bytes).
+    """
+
+    items: Sequence[BatchPut | BatchWrites]
+    parents: Mapping[str, tuple[str, str]]
+    loads: Callable[[tuple[str, bytes]], Any]
+
+    def without(self, threads: Iterable[str]) -> list[BatchPut | BatchWrites]:
+        """The items of every thread but ``threads``. Runtime complexity: O(items)."""
+        gone = set(threads)
+        return [item for item in self.items if item.thread_id not in gone]
+
+
 class ConditionalPut(Protocol):
     """One conditional put, as a backend runs it (``conditional._Put``): the put's arguments, where the check
     looks, and the check."""
@@ -216,12 +295,14 @@ class Backend(Protocol):
         first_write_wins: Whether, in a batch of writes mixing regular and special channels, the saver keeps a
             key's first write where one is held already (SQL ``INSERT ... DO NOTHING``), where ``InMemorySaver``
             overwrites a special channel's.
+        batched: Whether ``write_batch`` writes a group commit (else the items go through the saver's API).
     """
 
     kind: Kind
     exact: bool
     tables: bool
     first_write_wins: bool
+    batched: bool
 
     @property
     def sql(self) -> object | None:
@@ -277,6 +358,21 @@ class Backend(Protocol):
 
     async def run_async(self, saver: Any, plan: Plan[T], *, transaction: bool = True) -> T:
         """``run_sync`` for an async saver, on its own loop."""
+        ...
+
+    def prepare(self, saver: Any, batch: Batch) -> Any:
+        """A batch's rows for ``write_batch``, made without I/O (so a worker thread can make them)."""
+        ...
+
+    def write_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """A group commit on a sync saver: read ``batch.parents``, then write every item of the threads whose
+        parent is there, in one transaction, with the rows the saver's own ``put`` / ``put_writes`` write; return
+        the threads whose parent is gone (nothing of theirs written). ``NotImplementedError``: a saver written
+        through its API (``group_commit`` replays the items instead)."""
+        ...
+
+    async def awrite_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """``write_batch`` for an async saver, on its own loop."""
         ...
 
     def conditional_problem(self, saver: Any) -> str | None:
@@ -341,6 +437,27 @@ def _class(module: str, name: str) -> type[Any] | None:
     except ImportError:  # the optional package is absent: no saver of it can exist either
         return None
     return found
+
+
+_WRITES = ("put", "put_writes", "aput", "aput_writes", "_dump_blobs", "_dump_writes")
+"""The methods that make a saver's rows: a subclass overriding one is written through its API."""
+
+
+@functools.cache
+def _stock_writes(saver_type: type[Any]) -> bool:
+    for _, module, name in _KNOWN:
+        found = _class(module, name)
+        if found is not None and issubclass(saver_type, found):
+            return all(getattr(saver_type, method, None) is getattr(found, method, None) for method in _WRITES)
+    return False
+
+
+def stock_writes(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether the saver writes with its known class's own ``put`` and ``put_writes`` (sync and async): a
+    subclass that overrides one (to log, to check, to fail on purpose) is written through its API, never
+    around it. Runtime complexity: O(1) (cached per class)."""
+    saver_type: Any = type(saver)  # a class is hashable (mypy reads BaseCheckpointSaver's __hash__ as not)
+    return _stock_writes(saver_type)
 
 
 def kind_of(saver: BaseCheckpointSaver[Any]) -> Kind:

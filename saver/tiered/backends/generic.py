@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...engine import InvalidArgumentError, ThreadStorage, WriteRecord
-from .base import ConditionalPut, Kind, MetadataFilter, Newest, Plan, digest, exact_digest, md5
+from .base import Batch, ConditionalPut, Kind, MetadataFilter, Newest, Plan, digest, exact_digest, md5
 
 __all__ = ["GenericBackend", "MemoryBackend", "estimate_storage", "python_filter"]
 
@@ -39,6 +39,7 @@ class GenericBackend:
     exact = False
     tables = False
     first_write_wins = False
+    batched = False
 
     @property
     def sql(self) -> object | None:
@@ -112,6 +113,18 @@ class GenericBackend:
     async def run_async(self, saver: Any, plan: Plan[T], *, transaction: bool = True) -> T:
         """As ``run_sync``."""
         raise NotImplementedError(f"{type(saver).__name__} is read through its API: it runs no SQL")
+
+    def prepare(self, saver: Any, batch: Batch) -> Any:
+        """No rows (``write_batch`` is refused)."""
+        return None
+
+    def write_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """No tables to write (``group_commit`` replays the items through the saver's API)."""
+        raise NotImplementedError(f"{type(saver).__name__} is written through its API: no group commit")
+
+    async def awrite_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """As ``write_batch``."""
+        raise NotImplementedError(f"{type(saver).__name__} is written through its API: no group commit")
 
     def conditional_problem(self, saver: Any) -> str | None:
         """Why conditional puts cannot guard this saver. Runtime complexity: O(1)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_checkpoint_metadata
@@ -31,6 +31,8 @@ from .base import (
     INDEX,
     INDEX_COLUMNS,
     REMOVED_TABLE,
+    Batch,
+    BatchPut,
     ConditionalPut,
     Kind,
     MetadataFilter,
@@ -40,7 +42,17 @@ from .base import (
     exact_digest,
     kind_of,
 )
-from .sql import SqlBackend, SqlDialect, by_checkpoint, drive_async, drive_sync, scalar, view
+from .sql import (
+    SqlBackend,
+    SqlDialect,
+    by_checkpoint,
+    drive_async,
+    drive_sync,
+    group_rows,
+    missing_parents,
+    scalar,
+    view,
+)
 
 __all__ = ["SCHEMA", "PostgresBackend", "PostgresDialect"]
 
@@ -313,6 +325,94 @@ def _postgres_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     ]
 
 
+_PARENTS = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) "
+    "IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))"
+)
+_CONTAINERS = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+"""First bytes of a msgpack map or array: a value that decodes to a dict or list, never one ``put`` keeps inline."""
+
+
+def _blob_as_is(payload: tuple[str, bytes]) -> bool:
+    """Whether a serialized value is one ``PostgresSaver.put`` moves to ``checkpoint_blobs`` as it is, known without
+    decoding it: bytes, or (the default serde) a msgpack map or array. Runtime complexity: O(1)."""
+    kind, data = payload
+    return kind in ("bytes", "bytearray") or (kind == "msgpack" and bool(data) and data[0] in _CONTAINERS)
+
+
+class _Rows(NamedTuple):
+    """A group commit's statements and rows for ``PostgresSaver``'s tables, in flush order (``sql.GroupRows``)."""
+
+    parents: tuple[list[str], list[str], list[str]]
+    steps: list[tuple[str, list[tuple[Any, ...]]]]
+
+    def without(self, gone: set[str]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        if not gone:
+            return self.steps
+        return [(sql, [row for row in rows if row[0] not in gone]) for sql, rows in self.steps]
+
+
+def _put_rows(put: BatchPut, loads: Any, blobs: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """``PostgresSaver.put``'s rows for a checkpoint: its blob rows (appended to ``blobs``: the new versions of the
+    values it does not keep inline, the bytes the hot tier encoded, not serialized again) and its checkpoints row
+    (the checkpoint without those values, primitives and a delta snapshot's marker inline; the metadata merged, as
+    ``jsonb``). A flushed value is decoded only to tell whether ``put`` keeps it inline; a write-through's
+    (``given``) is not decoded at all. Runtime complexity: O(channels), plus decoding the skeleton, the metadata
+    and each flushed value that may be a primitive."""
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+    from psycopg.types.json import Jsonb
+
+    if put.given is not None:
+        copy = dict(put.given[1])
+        values: Any = copy["channel_values"]
+        metadata = put.given[2]
+    else:
+        copy, values, metadata = loads(put.skeleton), put.values, loads(put.metadata)
+    inline: dict[str, Any] = {}
+    moved: set[str] = set()
+    for channel, held in values.items():
+        if put.given is None and _blob_as_is(held):
+            moved.add(channel)
+            continue
+        value = held if put.given is not None else loads(held)
+        if isinstance(value, _DeltaSnapshot):
+            moved.add(channel)
+            inline[channel] = True
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            inline[channel] = value
+        else:
+            moved.add(channel)
+    copy["channel_values"] = inline
+    for channel, version in put.new_versions.items():
+        if channel in moved:
+            blobs.append((put.thread_id, put.namespace, channel, version, *put.values[channel]))
+    merged = get_serializable_checkpoint_metadata(put.config(), metadata)
+    return (put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, Jsonb(copy), Jsonb(merged))
+
+
+def _rows(saver: Any, batch: Batch) -> _Rows:
+    """The batch's statements (the saver's own SQL) and rows, made before a connection is taken."""
+    rows = group_rows(batch.items)
+    blobs: list[tuple[Any, ...]] = []
+    checkpoints = [_put_rows(put, batch.loads, blobs) for put in rows.puts]
+    steps = [
+        (saver.UPSERT_CHECKPOINT_BLOBS_SQL, blobs),
+        (saver.UPSERT_CHECKPOINTS_SQL, checkpoints),
+        (saver.UPSERT_CHECKPOINT_WRITES_SQL, rows.upserts),
+        (saver.INSERT_CHECKPOINT_WRITES_SQL, rows.inserts),
+    ]
+    parents: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for thread, (namespace, checkpoint_id) in batch.parents.items():
+        parents[0].append(thread)
+        parents[1].append(namespace)
+        parents[2].append(checkpoint_id)
+    return _Rows(parents, [(sql, found) for sql, found in steps if found])
+
+
+def _found(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"]) for row in rows]
+
+
 class PostgresBackend(SqlBackend):
     """``PostgresSaver`` and ``AsyncPostgresSaver`` (the sync methods for the first, the ``a``-prefixed for the
     other): metadata as ``jsonb`` (no ``writes`` key); filters by containment; tables read directly."""
@@ -505,3 +605,115 @@ class PostgresBackend(SqlBackend):
                         await connection.rollback()
                 raise
         return stored
+
+    # --- group commits --------------------------------------------------------------------------------------------
+
+    def prepare(self, saver: Any, batch: Batch) -> Any:
+        """The batch's statements and rows, made off any connection (no I/O: a worker thread may make them).
+        Runtime complexity: O(rows), plus decoding what the rows need."""
+        return _rows(saver, batch)
+
+    def write_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """The batch in one transaction on a connection of the saver's own (one of its pool, or its one
+        connection under its lock): ``BEGIN`` and the parents' read (one round trip), then every row, one
+        ``executemany`` per statement, and ``COMMIT`` (pipelined into one more; with no parent to read, the whole
+        transaction is one round trip). Runtime complexity: O(rows)."""
+        self.verify(saver)
+        made = _rows(saver, batch) if prepared is None else prepared
+        with _put_cursor(saver) as cursor, _in_pipeline(saver, cursor.connection):
+            plan, answer = _batch_plan(batch, made), None
+            while not isinstance(step := _next(plan, answer), set):
+                kind, sql, parameters = step
+                (cursor.executemany if kind == "many" else cursor.execute)(sql, parameters)
+                answer = cursor.fetchall() if kind == "fetch" else None
+        return step
+
+    async def awrite_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """``write_batch`` for ``AsyncPostgresSaver``, on its own loop."""
+        await self.averify(saver)
+        made = _rows(saver, batch) if prepared is None else prepared
+        async with _aput_cursor(saver) as cursor, _ain_pipeline(saver, cursor.connection):
+            plan, answer = _batch_plan(batch, made), None
+            while not isinstance(step := _next(plan, answer), set):
+                kind, sql, parameters = step
+                await (cursor.executemany if kind == "many" else cursor.execute)(sql, parameters)
+                answer = await cursor.fetchall() if kind == "fetch" else None
+        return step
+
+
+BatchStep = tuple[str, str, Any]
+"""A group commit's statement: ``("execute" | "fetch" | "many", sql, parameters or rows)``."""
+
+
+def _batch_plan(batch: Batch, made: _Rows) -> Generator[BatchStep, Any, set[str]]:
+    """A group commit's statements, once for both sides: ``BEGIN``, the parents' read (sent its rows), each
+    statement's rows but those of threads whose parent is gone, ``COMMIT``; it returns those threads."""
+    yield "execute", "BEGIN", None
+    gone: set[str] = set()
+    if made.parents[0]:
+        gone = missing_parents(batch, _found((yield "fetch", _PARENTS, made.parents)))
+    for sql, rows in made.without(gone):
+        yield "many", sql, rows
+    yield "execute", "COMMIT", None
+    return gone
+
+
+def _next(plan: Generator[BatchStep, Any, set[str]], answer: Any) -> BatchStep | set[str]:
+    try:
+        return plan.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _transaction_problem(saver: Any, connection: Any) -> RuntimeError | None:
+    from psycopg.pq import TransactionStatus
+
+    return None if connection.info.transaction_status == TransactionStatus.IDLE else _not_idle(saver)
+
+
+def _failed_mid_transaction(connection: Any) -> bool:
+    """Whether a failed group commit left its transaction open (to roll back; a broken connection ends it)."""
+    from psycopg.pq import TransactionStatus
+
+    return not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE
+
+
+@contextlib.contextmanager
+def _in_pipeline(saver: Any, connection: Any) -> Iterator[None]:
+    """The connection in pipeline mode where it can be (statements, not ``connection.transaction()``, which syncs
+    the pipeline at each end), after what the saver's own pipeline queued; rolled back if the block fails."""
+    from psycopg import Error
+
+    if saver.pipe is not None:
+        saver.pipe.sync()  # statements queued before must not land in this transaction
+    problem = _transaction_problem(saver, connection)
+    if problem is not None:
+        raise problem
+    try:
+        with connection.pipeline() if saver.supports_pipeline else contextlib.nullcontext():
+            yield
+    except BaseException:
+        if _failed_mid_transaction(connection):
+            with contextlib.suppress(Error):
+                connection.rollback()
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _ain_pipeline(saver: Any, connection: Any) -> AsyncIterator[None]:
+    """``_in_pipeline`` for an async connection."""
+    from psycopg import Error
+
+    if saver.pipe is not None:
+        await saver.pipe.sync()
+    problem = _transaction_problem(saver, connection)
+    if problem is not None:
+        raise problem
+    try:
+        async with connection.pipeline() if saver.supports_pipeline else contextlib.AsyncExitStack():
+            yield
+    except BaseException:
+        if _failed_mid_transaction(connection):
+            with contextlib.suppress(Error):
+                await connection.rollback()
+        raise

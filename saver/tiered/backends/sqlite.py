@@ -18,16 +18,28 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
 from ...engine import InvalidArgumentError, WriteRecord
-from .base import ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
+from .base import Batch, ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
 from .generic import python_filter
-from .sql import SqlBackend, SqlDialect, by_checkpoint, drive_async, drive_sync, presented, scalar, view
+from .sql import (
+    SqlBackend,
+    SqlDialect,
+    by_checkpoint,
+    drive_async,
+    drive_sync,
+    full_checkpoint,
+    group_rows,
+    missing_parents,
+    presented,
+    scalar,
+    view,
+)
 
 __all__ = ["SCHEMA", "SqliteBackend", "SqliteDialect"]
 
@@ -107,6 +119,47 @@ _WRITES_OF_ONE = (
     "SELECT task_id, idx, channel, type, value FROM writes "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
+_PUT = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+    "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_WRITE_COLUMNS = "writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value)"
+_UPSERT_WRITES = f"INSERT OR REPLACE INTO {_WRITE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_WRITES = f"INSERT OR IGNORE INTO {_WRITE_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_PARENT = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+_PARENT += "AND checkpoint_id = ?"
+
+
+class _Statements(NamedTuple):
+    """A group commit's statements and rows (``SqliteSaver.put`` / ``put_writes``'s own), made before the lock."""
+
+    parents: list[tuple[str, str, str]]
+    steps: list[tuple[str, list[tuple[Any, ...]]]]
+
+    def without(self, gone: set[str]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+        if not gone:
+            return self.steps
+        return [(sql, [row for row in rows if row[0] not in gone]) for sql, rows in self.steps]
+
+
+def _statements(saver: Any, batch: Batch) -> _Statements:
+    """The rows ``SqliteSaver.put`` and ``put_writes`` write for the batch's items: the checkpoint serialized
+    whole by the saver's serde (values inline), its metadata as the saver's JSON; write rows as encoded.
+    Runtime complexity: decoding and serializing each checkpoint once."""
+    rows = group_rows(batch.items)
+    dumps = saver.serde.dumps_typed
+    puts = []
+    for put in rows.puts:
+        given = put.given
+        kind, data = dumps(full_checkpoint(put, batch.loads) if given is None else given[1])
+        merged = get_checkpoint_metadata(put.config(), batch.loads(put.metadata) if given is None else given[2])
+        metadata = json.dumps(merged, ensure_ascii=False).encode("utf-8", "ignore")
+        puts.append((put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, kind, data, metadata))
+    steps = [(_PUT, puts), (_UPSERT_WRITES, rows.upserts), (_INSERT_WRITES, rows.inserts)]
+    parents = [(thread, namespace, cid) for thread, (namespace, cid) in batch.parents.items()]
+    return _Statements(parents, [(sql, found) for sql, found in steps if found])
+
+
 _SQLITE_KEY = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -335,24 +388,74 @@ class SqliteBackend(SqlBackend):
 
     async def aput_if_newest(self, saver: Any, call: ConditionalPut) -> RunnableConfig:
         serde = presented(saver, call)
-        await self.averify(saver)
-        await saver.setup()  # takes the saver's lock: before this function takes it
-        async with saver.lock:
+        async with _immediate(self, saver) as connection:
+            async with connection.execute(_NEWEST, (call.thread_id, call.namespace)) as cursor:
+                row = await cursor.fetchone()
+            call.check(None if row is None else str(row[0]))
+            stored: RunnableConfig = await view(saver, lock=contextlib.nullcontext(), serde=serde).aput(
+                call.config, call.checkpoint, call.metadata, call.new_versions
+            )
+        return stored
+
+    # --- group commits --------------------------------------------------------------------------------------------
+
+    def prepare(self, saver: Any, batch: Batch) -> Any:
+        """The batch's statements and rows, made off any connection (no I/O: a worker thread may make them).
+        Runtime complexity: O(rows), plus decoding what the rows need."""
+        return _statements(saver, batch)
+
+    def write_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """The batch in one ``BEGIN IMMEDIATE`` transaction, on the saver's connection under its lock: the parents
+        read, then one ``executemany`` per statement. Serialized before the lock. Runtime complexity: O(rows)."""
+        self.verify(saver)
+        made = _statements(saver, batch) if prepared is None else prepared
+        with saver.cursor(transaction=False) as cursor:
             connection = saver.conn
             if connection.in_transaction:
-                await connection.commit()
-            await (await connection.execute("BEGIN IMMEDIATE")).close()
+                connection.commit()  # left open by someone else (autocommit=False): the saver's own write commits it
+            cursor.execute("BEGIN IMMEDIATE")
             try:
-                async with connection.execute(_NEWEST, (call.thread_id, call.namespace)) as cursor:
-                    row = await cursor.fetchone()
-                call.check(None if row is None else str(row[0]))
-                stored: RunnableConfig = await view(saver, lock=contextlib.nullcontext(), serde=serde).aput(
-                    call.config, call.checkpoint, call.metadata, call.new_versions
-                )
-                if connection.in_transaction:
-                    await connection.commit()
+                found = [row for parent in made.parents for row in cursor.execute(_PARENT, parent).fetchall()]
+                gone = missing_parents(batch, found)
+                for sql, rows in made.without(gone):
+                    cursor.executemany(sql, rows)
+                cursor.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
-                    await connection.rollback()
+                    cursor.execute("ROLLBACK")
                 raise
-        return stored
+        return gone
+
+    async def awrite_batch(self, saver: Any, batch: Batch, prepared: Any = None) -> set[str]:
+        """``write_batch`` for ``AsyncSqliteSaver``, on its own loop, under its lock."""
+        made = _statements(saver, batch) if prepared is None else prepared
+        async with _immediate(self, saver) as connection:
+            found = []
+            for parent in made.parents:
+                async with connection.execute(_PARENT, parent) as cursor:
+                    found.extend(await cursor.fetchall())
+            gone = missing_parents(batch, found)
+            for sql, rows in made.without(gone):
+                await connection.executemany(sql, rows)
+        return gone
+
+
+@contextlib.asynccontextmanager
+async def _immediate(backend: SqliteBackend, saver: Any) -> AsyncIterator[Any]:
+    """``AsyncSqliteSaver``'s connection in a ``BEGIN IMMEDIATE`` transaction, under its lock (its tables checked
+    and set up first): committed at the end (where the block's statements did not), rolled back on an error."""
+    await backend.averify(saver)
+    await saver.setup()  # takes the saver's lock: before this function takes it
+    async with saver.lock:
+        connection = saver.conn
+        if connection.in_transaction:
+            await connection.commit()  # left open by someone else: the saver's own next write would commit it too
+        await (await connection.execute("BEGIN IMMEDIATE")).close()
+        try:
+            yield connection
+            if connection.in_transaction:
+                await connection.commit()
+        except BaseException:
+            if connection.in_transaction:
+                await connection.rollback()
+            raise
