@@ -73,7 +73,8 @@ from langgraph.checkpoint.base import (
 from ..config import InMemoryCheckpointConfig
 from ..engine import BoundedSaverError, InvalidArgumentError, StoreLimits, WriteRecord
 from ..locations import configurable
-from .backends import Newest, SchemaMismatchError, format_of
+from .backends import SchemaMismatchError, format_of
+from .backends.base import Newest
 from .landing import Landings
 from .writeback import refuses_the_data
 

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from .. import codec
 from ..engine import CheckpointView, InvalidArgumentError
 from ..locations import checkpoint_id_of, configurable, locate, namespace_of
-from .backends import Newest
+from .backends.base import Newest
 from .pools import in_jobs_pool
 from .state import Shared, Tiers, alive
 

@@ -23,9 +23,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from langgraph.checkpoint.bounded import RetentionPolicy, SchemaMismatchError, TieredSaver, WriteThrough
-from langgraph.checkpoint.bounded.tiered.backends import Table
 from langgraph.checkpoint.bounded.tiered.backends import postgres as postgres_backend
 from langgraph.checkpoint.bounded.tiered.backends import sqlite as sqlite_backend
+from langgraph.checkpoint.bounded.tiered.backends.base import Table, declared_tables
 from langgraph.checkpoint.bounded.tiered.backends.sql import drive_sync, schema_differences
 from tests.support.durable_savers import PostgresCluster, running_cluster
 from tests.support.tiered import put_chain
@@ -312,3 +312,16 @@ def test_an_async_postgres_saver_is_checked_at_its_first_conditional_put(cluster
     asyncio.run(scenario())
     with connect(conninfo) as connection:
         assert connection.execute("SELECT count(*) AS n FROM checkpoints").fetchone()["n"] == 0
+
+
+def test_a_declaration_reads_as_the_saver_creates_its_tables() -> None:
+    """``declared_tables``: columns in order, NOT NULL as declared, the primary key; a malformed declaration is
+    refused naming the table (a typo must not pass as a column no saver has)."""
+    tables = declared_tables("t (a TEXT NOT NULL, b BLOB, PRIMARY KEY (a, b)) u (c integer NOT NULL, PRIMARY KEY (c))")
+    assert list(tables) == ["t", "u"]
+    assert list(tables["t"].columns.items()) == [("a", ("TEXT", True)), ("b", ("BLOB", False))]
+    assert tables["t"].primary_key == ("a", "b") and tables["u"].primary_key == ("c",)
+    with pytest.raises(ValueError, match="table t: no PRIMARY KEY"):
+        declared_tables("t (a TEXT)")
+    with pytest.raises(ValueError, match="table t: column declaration 'a TEXT NULL NOT'"):
+        declared_tables("t (a TEXT NULL NOT, PRIMARY KEY (a))")

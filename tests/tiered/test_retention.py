@@ -495,7 +495,8 @@ def test_a_sweep_commits_and_unlocks_on_every_kind_of_connection(tmp_path: Path,
 
 @pytest.mark.parametrize("statement", ["idle_threads", "long_threads"])
 def test_sqlite_finds_due_threads_on_the_index_not_by_reading_every_row(tmp_path: Path, statement: str) -> None:
-    from langgraph.checkpoint.bounded.tiered.backends import INDEX, SqliteDialect
+    from langgraph.checkpoint.bounded.tiered.backends.base import INDEX
+    from langgraph.checkpoint.bounded.tiered.backends.sqlite import SqliteDialect
 
     path = tmp_path / "t.db"
     saver = tiered(path, Clock(), idle_ttl_seconds=DAY, keep_last=2)

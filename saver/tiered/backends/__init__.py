@@ -10,7 +10,8 @@ A newcomer finds each durable saver family in one file:
   that run a plan of them, the check of a saver's tables against its module's declaration).
 
 ``base`` holds the interface and the values it passes (``Plan``, ``Removed``, ``Skeleton``, ``Newest``,
-``Removal``, ``Table``); this module exports them, with ``backend_for(saver)``. Nothing outside ``backends/``
+``Removal``, ``Table``: import them from there); this module picks a saver's backend (``backend_for(saver)``)
+and runs a plan on it (``run_sync``, ``run_async``). Nothing outside ``backends/``
 writes SQL or touches a durable saver's connection (``tests/contract/test_architecture.py`` fails otherwise).
 
 **Pinned schema.** Each SQL module declares the tables it reads and writes (``SCHEMA``: table, columns, primary
@@ -28,43 +29,16 @@ from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .base import (
-    INDEX,
-    INTERRUPT_CHANNEL,
-    NOTHING,
-    REMOVED_TABLE,
-    Backend,
-    Kind,
-    Newest,
-    Plan,
-    Removal,
-    Removed,
-    SchemaMismatchError,
-    Skeleton,
-    Table,
-    kind_of,
-)
+from .base import Backend, Kind, Plan, SchemaMismatchError, kind_of
 from .generic import GenericBackend, MemoryBackend
 from .postgres import PostgresBackend
 from .sql import SqlDialect
-from .sqlite import SqliteBackend, SqliteDialect
+from .sqlite import SqliteBackend
 
 __all__ = [
-    "INDEX",
-    "INTERRUPT_CHANNEL",
-    "NOTHING",
-    "REMOVED_TABLE",
-    "Backend",
-    "Kind",
-    "Newest",
-    "Plan",
-    "Removal",
-    "Removed",
     "SchemaMismatchError",
-    "Skeleton",
-    "SqliteDialect",
-    "Table",
     "backend_for",
+    "backend_of",
     "dialect_of",
     "format_of",
     "kind_of",

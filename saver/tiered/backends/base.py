@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import re
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -157,6 +158,36 @@ class Table:
 
     columns: Mapping[str, tuple[str, bool]]
     primary_key: tuple[str, ...]
+
+
+_TABLE = re.compile(r"(\w+)\s*\(((?:[^()]|\([^()]*\))*)\)")
+_ITEM_SEPARATOR = re.compile(r",\s*(?![^()]*\))")  # a comma outside parentheses
+
+
+def declared_tables(ddl: str) -> dict[str, Table]:
+    """The tables a ``CREATE TABLE``-like declaration names: ``name (column TYPE [NOT NULL], ..., PRIMARY KEY
+    (column, ...))``, one after the other, as a LangGraph saver's ``setup()`` leaves them. Runtime complexity:
+    O(len(ddl)).
+
+    Raises:
+        ValueError: A table has no primary key, or a column is not ``name TYPE`` optionally ``NOT NULL``.
+    """
+    tables: dict[str, Table] = {}
+    for name, body in _TABLE.findall(ddl):
+        columns: dict[str, tuple[str, bool]] = {}
+        key: tuple[str, ...] = ()
+        for item in _ITEM_SEPARATOR.split(body.strip()):
+            if item.upper().startswith("PRIMARY KEY"):
+                key = tuple(part.strip() for part in item[item.index("(") + 1 : item.rindex(")")].split(","))
+                continue
+            words = item.split()
+            if len(words) not in (2, 4) or (len(words) == 4 and " ".join(words[2:]).upper() != "NOT NULL"):
+                raise ValueError(f"table {name}: column declaration {item!r} is not 'name TYPE [NOT NULL]'")
+            columns[words[0]] = (words[1], len(words) == 4)
+        if not key:
+            raise ValueError(f"table {name}: no PRIMARY KEY declared")
+        tables[name] = Table(MappingProxyType(columns), key)
+    return tables
 
 
 class SchemaMismatchError(BoundedSaverError, ValueError):

@@ -39,6 +39,7 @@ from .base import (
     Newest,
     Plan,
     Table,
+    declared_tables,
     exact_digest,
     kind_of,
 )
@@ -58,45 +59,19 @@ __all__ = ["SCHEMA", "PostgresBackend", "PostgresDialect"]
 
 T = TypeVar("T")
 
-SCHEMA: Mapping[str, Table] = {
-    "checkpoints": Table(
-        {
-            "thread_id": ("text", True),
-            "checkpoint_ns": ("text", True),
-            "checkpoint_id": ("text", True),
-            "parent_checkpoint_id": ("text", False),
-            "type": ("text", False),
-            "checkpoint": ("jsonb", True),
-            "metadata": ("jsonb", True),
-        },
-        ("thread_id", "checkpoint_ns", "checkpoint_id"),
-    ),
-    "checkpoint_blobs": Table(
-        {
-            "thread_id": ("text", True),
-            "checkpoint_ns": ("text", True),
-            "channel": ("text", True),
-            "version": ("text", True),
-            "type": ("text", True),
-            "blob": ("bytea", False),
-        },
-        ("thread_id", "checkpoint_ns", "channel", "version"),
-    ),
-    "checkpoint_writes": Table(
-        {
-            "thread_id": ("text", True),
-            "checkpoint_ns": ("text", True),
-            "checkpoint_id": ("text", True),
-            "task_id": ("text", True),
-            "idx": ("integer", True),
-            "channel": ("text", True),
-            "type": ("text", False),
-            "blob": ("bytea", True),
-            "task_path": ("text", True),
-        },
-        ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
-    ),
-}
+SCHEMA: Mapping[str, Table] = declared_tables(
+    """
+    checkpoints (thread_id text NOT NULL, checkpoint_ns text NOT NULL, checkpoint_id text NOT NULL,
+        parent_checkpoint_id text, type text, checkpoint jsonb NOT NULL, metadata jsonb NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))
+    checkpoint_blobs (thread_id text NOT NULL, checkpoint_ns text NOT NULL, channel text NOT NULL,
+        version text NOT NULL, type text NOT NULL, blob bytea,
+        PRIMARY KEY (thread_id, checkpoint_ns, channel, version))
+    checkpoint_writes (thread_id text NOT NULL, checkpoint_ns text NOT NULL, checkpoint_id text NOT NULL,
+        task_id text NOT NULL, idx integer NOT NULL, channel text NOT NULL, type text, blob bytea NOT NULL,
+        task_path text NOT NULL, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))
+    """
+)
 """The tables ``PostgresSaver.setup()`` leaves once every migration ran (langgraph-checkpoint-postgres 3.x, which
 the tests run): column -> (``information_schema`` data type, NOT NULL), and the primary key."""
 

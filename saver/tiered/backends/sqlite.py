@@ -25,7 +25,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_checkpoint_metadata
 
 from ...engine import InvalidArgumentError, WriteRecord
-from .base import Batch, ConditionalPut, Kind, MetadataFilter, Newest, Plan, Table, exact_digest, kind_of
+from .base import (
+    Batch,
+    ConditionalPut,
+    Kind,
+    MetadataFilter,
+    Newest,
+    Plan,
+    Table,
+    declared_tables,
+    exact_digest,
+    kind_of,
+)
 from .generic import python_filter
 from .sql import (
     SqlBackend,
@@ -45,34 +56,16 @@ __all__ = ["SCHEMA", "SqliteBackend", "SqliteDialect"]
 
 T = TypeVar("T")
 
-SCHEMA: Mapping[str, Table] = {
-    "checkpoints": Table(
-        {
-            "thread_id": ("TEXT", True),
-            "checkpoint_ns": ("TEXT", True),
-            "checkpoint_id": ("TEXT", True),
-            "parent_checkpoint_id": ("TEXT", False),
-            "type": ("TEXT", False),
-            "checkpoint": ("BLOB", False),
-            "metadata": ("BLOB", False),
-        },
-        ("thread_id", "checkpoint_ns", "checkpoint_id"),
-    ),
-    "writes": Table(
-        {
-            "thread_id": ("TEXT", True),
-            "checkpoint_ns": ("TEXT", True),
-            "checkpoint_id": ("TEXT", True),
-            "task_id": ("TEXT", True),
-            "task_path": ("TEXT", True),
-            "idx": ("INTEGER", True),
-            "channel": ("TEXT", True),
-            "type": ("TEXT", False),
-            "value": ("BLOB", False),
-        },
-        ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
-    ),
-}
+SCHEMA: Mapping[str, Table] = declared_tables(
+    """
+    checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))
+    writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL, task_path TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT,
+        value BLOB, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))
+    """
+)
 """The tables ``SqliteSaver.setup()`` creates (langgraph-checkpoint-sqlite 3.x, which the tests run): column ->
 (declared type, NOT NULL), and the primary key."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 
-from ..backends import Skeleton
+from ..backends.base import Skeleton
 
 __all__ = ["ROOT", "namespaces_of", "removals"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...engine import InvalidArgumentError
-from ..backends import Kind
+from ..backends.base import Kind
 
 __all__ = ["DEFAULT_SWEEP_INTERVAL_SECONDS", "STRATEGIES", "RetentionPolicy", "Strategy", "kind_problem"]
 

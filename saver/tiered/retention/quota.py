@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..backends import Kind, Plan, Removed, Skeleton, run_async, run_sync
+from ..backends import run_async, run_sync
+from ..backends.base import Kind, Plan, Removed, Skeleton
 from ..backends.sql import CheckpointSizes, SqlDialect, sizes_plan
 from ..state import Tiers
 from .plan import namespaces_of, removals

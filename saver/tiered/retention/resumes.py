@@ -46,7 +46,8 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 
 from ...engine import WriteRecord
 from ...interrupts import ANSWER_CHANNELS, InterruptLostError, resumes_input, starts_run
-from ..backends import Kind, Plan, dialect_of, kind_of, run_async, run_sync
+from ..backends import dialect_of, kind_of, run_async, run_sync
+from ..backends.base import Kind, Plan
 from ..backends.sql import SqlDialect
 from ..coordination import Deletion
 from ..read_through import Plan as DurablePlan

@@ -55,7 +55,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...locations import configurable
-from ..backends import INDEX, Kind, Plan, Removed, dialect_of, kind_of, run_async, run_sync
+from ..backends import dialect_of, kind_of, run_async, run_sync
+from ..backends.base import INDEX, Kind, Plan, Removed
 from ..state import Shared, Tiers
 from ..stats import SweepReport
 from .ids import checkpoint_id_at, id_after, time_of

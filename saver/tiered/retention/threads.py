@@ -33,7 +33,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ...codec import DELTA_COUNTERS_KEY
-from ..backends import NOTHING, Kind, Plan, Removed, Skeleton, dialect_of, kind_of, run_async, run_sync
+from ..backends import dialect_of, kind_of, run_async, run_sync
+from ..backends.base import NOTHING, Kind, Plan, Removed, Skeleton
 from ..backends.sql import SqlDialect
 from ..coordination import DELETE_THREAD
 from ..durable import DurableTier, location_of, rewrite_keeping, survivors

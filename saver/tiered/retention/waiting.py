@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ...locations import configurable
-from ..backends import INTERRUPT_CHANNEL, REMOVED_TABLE, Removal
+from ..backends.base import INTERRUPT_CHANNEL, REMOVED_TABLE, Removal
 from ..coordination import Deletion
 from .ids import checkpoint_id_at
 from .policy import RetentionPolicy
