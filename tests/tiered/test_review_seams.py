@@ -12,36 +12,17 @@ from typing import Any
 import pytest
 
 from langgraph.checkpoint.bounded import TieredSaver, WriteBack
-from tests.support.durable_savers import clean, cluster_fixture, postgres_saver, sqlite_durable
+from tests.support.durable_savers import cluster_fixture, sqlite_durable
 from tests.support.graphs import chat_graph, describe, thread
+from tests.tiered.test_write_less import EVERY_SIDE, durable_of, flush
 
 cluster = cluster_fixture("the review's seam tests over PostgreSQL")
-EVERY_SIDE = pytest.mark.parametrize(
-    ("backend", "use_async"),
-    [(backend, use_async) for backend in ("sqlite", "postgres") for use_async in (False, True)],
-    ids=lambda value: {False: "sync", True: "async"}.get(value, value),
-)
-
-
-def durable_of(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    if backend == "sqlite":
-        return sqlite_durable(tmp_path / "durable.sqlite")
-    conninfo = request.getfixturevalue("cluster").conninfo
-    clean(conninfo)
-    return postgres_saver(conninfo)
 
 
 def invoke(app: Any, value: Any, config: Any, use_async: bool) -> Any:
     if use_async:
         return asyncio.run(app.ainvoke(value, config))
     return app.invoke(value, config)
-
-
-def flush(tiered: TieredSaver, use_async: bool) -> None:
-    if use_async:
-        asyncio.run(tiered.aflush())
-    else:
-        tiered.flush()
 
 
 @EVERY_SIDE
