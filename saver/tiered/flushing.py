@@ -738,8 +738,10 @@ def flush_all(tiers: Tiers) -> int:
     Runtime complexity: two round trips per batch of up to ``group_commit.BATCH_ITEMS`` writes; one durable
     write per unflushed item through the API.
     """
-    with contextlib.ExitStack() as gates:
-        plan, answer = _all_plan(tiers), None
+    plan, answer = _all_plan(tiers), None
+    # closing: a flush left by a BaseException (KeyboardInterrupt) releases its claims now, not when the traceback
+    # holding this frame is collected (until then, every later flush of those threads would wait for it)
+    with contextlib.ExitStack() as gates, contextlib.closing(plan):
         while not isinstance(step := _send(plan, answer), _Done):
             answer = _io(tiers, gates, step)
     return _total(step.value)
@@ -747,10 +749,11 @@ def flush_all(tiers: Tiers) -> int:
 
 async def aflush_all(tiers: Tiers) -> int:
     """Async ``flush_all``. Runtime complexity: that of ``flush_all``."""
+    plan, answer = _all_plan(tiers), None
     async with contextlib.AsyncExitStack() as gates:
-        plan, answer = _all_plan(tiers), None
-        while not isinstance(step := _send(plan, answer), _Done):
-            answer = await _aio(tiers, gates, step)
+        with contextlib.closing(plan):  # a cancelled flush releases its claims at once (see flush_all)
+            while not isinstance(step := _send(plan, answer), _Done):
+                answer = await _aio(tiers, gates, step)
     return _total(step.value)
 
 

@@ -319,7 +319,9 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
     def thread_storage(self, thread_id: str | int | uuid.UUID) -> TieredThreadStorage:
         """The bytes a thread occupies in each tier (``.hot``, ``.durable``; ``total_bytes`` is the durable
         tier's): checkpoints, channel values per channel, pending writes. Reads only: an unknown thread
-        reports zeros, and nothing is created, admitted into memory or marked used.
+        reports zeros, and nothing is created, admitted into memory or marked used. Under write-back the
+        thread's unflushed writes are flushed first, as a read flushes them (an evicted thread's are held by
+        nothing else, and ``total_bytes`` is the durable tier's).
 
         Raises:
             ValueError: The thread id is invalid.
@@ -329,11 +331,15 @@ class TieredSaver(BaseCheckpointSaver[str], Resumable):
         PostgreSQL durable saver; another saver is read whole through its API and re-serialized
         (``durable.estimated``).
         """
-        return storage.thread_storage(self._store, self._tiers.durable, normalize_id("thread_id", thread_id))
+        thread_id = normalize_id("thread_id", thread_id)
+        flushing.flush_thread(self._tiers, thread_id)  # none under write-through: O(1)
+        return storage.thread_storage(self._store, self._tiers.durable, thread_id)
 
     async def athread_storage(self, thread_id: str | int | uuid.UUID) -> TieredThreadStorage:
         """Async ``thread_storage``: the durable tier's async side."""
-        return await storage.athread_storage(self._store, self._tiers.durable, normalize_id("thread_id", thread_id))
+        thread_id = normalize_id("thread_id", thread_id)
+        await flushing.aflush_thread(self._tiers, thread_id)
+        return await storage.athread_storage(self._store, self._tiers.durable, thread_id)
 
     def check(self) -> None:
         """Assert the hot tier's invariants and the ledger's accounting (for tests).
