@@ -70,6 +70,13 @@ OUTPUT = HERE / "results" / "compression"
 USER_MESSAGE = {"messages": [{"role": "user", "content": "hi"}]}
 HOT = InMemoryCheckpointConfig(max_threads=10_000, max_total_bytes=1 << 30, max_checkpoint_bytes=8 << 20)
 MEMORY_BUDGETS = {"retention chat": 4 << 20, "English chat": 4 << 20, "tool outputs + images": 16 << 20}
+"""The memory saver's ``max_total_bytes`` for threads of 8 turns; longer threads get it scaled (``budget``)."""
+
+
+def budget(workload: str, turns: int) -> int:
+    """The byte budget for threads of ``turns`` turns: a thread's bytes grow with the square of its turns (each
+    checkpoint holds every message so far), so the budget holds about as many threads whatever their length."""
+    return int(MEMORY_BUDGETS[workload] * max(1.0, (turns / 8) ** 2))
 
 
 def english(rng: random.Random, size: int) -> str:
@@ -204,7 +211,7 @@ def memory_run(workload: str, threads: int, turns: int) -> dict[str, Any]:
     """Threads one after the other under one ``max_total_bytes``, off and on; what each held at the end."""
     found: dict[str, Any] = {}
     for name in ("off", "on"):
-        limits = InMemoryCheckpointConfig(max_threads=1_000_000, max_total_bytes=MEMORY_BUDGETS[workload])
+        limits = InMemoryCheckpointConfig(max_threads=1_000_000, max_total_bytes=budget(workload, turns))
         saver = BoundedInMemorySaver(config=limits, serde=serde(f", {name}"))
         app = WORKLOADS[workload](saver)
         thread = 0
@@ -252,8 +259,8 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         "`pg_total_relation_size` of the three tables (heap, TOAST, indexes; note that TOAST already compresses "
         "values over about 2 KB with pglz, so compression-off rows there are partly compressed), and **row bytes**, "
         "the sum of `pg_column_size` of the rows (the data alone, without pages and indexes). Rows: `count(*)`.",
-        "* The memory saver: `BoundedInMemorySaver(max_total_bytes=...)` (4 MiB for the chats, 16 MiB for tool "
-        f"outputs + images), threads of "
+        "* The memory saver: `BoundedInMemorySaver(max_total_bytes=...)` (for threads of 8 turns 4 MiB for the "
+        "chats, 16 MiB for tool outputs + images; scaled by (turns / 8)^2 for longer threads), threads of "
         f"{shape['turns']} turns one after the other until {2 * shape['threads']} were evicted; the threads it held "
         "then.",
         "",
@@ -306,7 +313,7 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         )
         verdicts.append(
             f"memory saver, {workload}: {found['on']['threads'] / max(found['off']['threads'], 1):.2f}x the threads "
-            f"under {MEMORY_BUDGETS[workload] >> 20} MiB"
+            f"under {budget(workload, results['shape']['turns']) >> 20} MiB"
         )
     lines += ["", "## The issue's targets, as measured", "", *(f"* {line}" for line in verdicts), ""]
     lines += [

@@ -84,8 +84,9 @@ class WriteThrough:
             ``CheckpointConflictError`` (naming the thread; nothing written; the stale hot copy leaves memory)
             instead of forking the thread in silence. Needs a SQLite or PostgreSQL durable saver (the check and
             the put are one transaction; the tiered-storage guide says what it costs).
-        max_checkpoint_bytes: The most bytes one ``put`` may write to the durable tier (its checkpoint, metadata
-            and new channel values, serialized as stored: compressed when the serializer compresses); a larger
+        max_checkpoint_bytes: The most bytes one ``put`` may add to the durable tier (its checkpoint, metadata
+            and the channel values it changes, serialized as stored: compressed when the serializer compresses;
+            a ``SqliteSaver`` row also repeats the unchanged values, so it can be larger); a larger
             one raises ``CheckpointTooLargeError`` naming the thread, the size and the limit, and nothing is
             written to either tier (None, the default: no limit; ``config.max_checkpoint_bytes`` only decides
             what stays in memory). A whole number of bytes, at least 1.
@@ -127,8 +128,8 @@ class WriteBack:
             unflushed write's age, one in a flush under way included, plus the time the backlog takes to flush
             would pass it. Not a bound while the tier is down (then no write waits on it, and
             ``max_dirty_bytes`` bounds what waits).
-        max_checkpoint_bytes: The most bytes one ``put`` may write, to memory then flushed to the durable tier
-            (its checkpoint, metadata and new channel values, serialized as stored: compressed when the
+        max_checkpoint_bytes: The most bytes one ``put`` may add, to memory then flushed to the durable tier
+            (its checkpoint, metadata and the channel values it changes, serialized as stored: compressed when the
             serializer compresses); a larger one raises ``CheckpointTooLargeError`` naming the thread, the size
             and the limit, and nothing is written to either tier (None, the default: no limit;
             ``config.max_checkpoint_bytes`` only decides what stays in memory). A whole number of bytes, at

