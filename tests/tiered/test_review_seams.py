@@ -4,7 +4,6 @@ here exercises two of them together, SQLite and PostgreSQL, sync and async where
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 from pathlib import Path
 from typing import Any
