@@ -437,6 +437,37 @@ def test_write_through_over_a_pool_never_queues_on_the_savers_lock(
     assert len(_rows(kind, where)["checkpoints"]) == 3 and len(_rows(kind, where)["checkpoint_writes"]) == 3
 
 
+@pytest.mark.parametrize("pool", [False, True], ids=["connection", "pool"])
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_durable_reads_over_a_pool_never_queue_on_the_savers_lock(
+    kind: str, pool: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A hot miss's ``get_tuple`` and a ``list`` read the durable tier on a connection of the pool, not under the
+    saver's per-instance lock (queued there, many conversations' first reads ran one at a time behind writes that
+    never take it); over one connection they take it, as the saver's own reads do. The reads find what is stored."""
+    where = _where(kind, f"reads_{kind}_{pool}".lower(), tmp_path, request)
+    use_async = kind.startswith("async")
+
+    async def run() -> tuple[int, Any, int]:
+        async with _durable(kind, where, through=False, pool=pool) as durable:
+            checkpoint = make_checkpoint({"text": ["stored"]})
+            arguments = (config("cold"), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+            await durable.aput(*arguments) if use_async else durable.put(*arguments)
+            tiered = TieredSaver(durable)  # a fresh hot tier: the thread is cold
+            counting = durable.lock = _CountingLock(durable.lock)
+            if use_async:
+                found = await tiered.aget_tuple(config("cold"))
+                listed = [item async for item in tiered.alist(config("cold"))]
+            else:
+                found = tiered.get_tuple(config("cold"))
+                listed = list(tiered.list(config("cold")))
+            return counting.taken, found, len(listed)
+
+    taken, found, listed = asyncio.run(run())
+    assert (taken == 0) if pool else (taken >= 1)
+    assert found is not None and found.checkpoint["channel_values"]["text"] == ["stored"] and listed == 1
+
+
 @pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
 def test_a_batch_postgresql_refuses_is_rolled_back_and_retried_a_thread_at_a_time(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -461,6 +461,19 @@ class PostgresBackend(SqlBackend):
             rows = await cursor.fetchall()
         return by_checkpoint(_postgres_rows(rows), checkpoint_ids)
 
+    def reader(self, saver: Any) -> Any:
+        """Over a ``psycopg_pool`` pool (and no pipeline of the saver's), a view of the saver without its
+        per-instance lock: each of its reads takes a connection of the pool, as our writes do. The saver takes
+        that lock even with a pool; a read queued there waited behind every read before it, each waiting for a
+        connection that writes, which never take the lock, kept busy: under many conversations at once their
+        first turns' reads ran one at a time (write-through at C=200: p99 of 6-7 s). Otherwise the saver itself.
+        Runtime complexity: O(1) (a shallow copy)."""
+        from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+        if getattr(saver, "pipe", None) is None and isinstance(saver.conn, ConnectionPool | AsyncConnectionPool):
+            return view(saver, lock=contextlib.nullcontext())  # nullcontext: both `with` and `async with`
+        return saver
+
     # --- the schema, once per saver -------------------------------------------------------------------------------
 
     def verify_now(self, saver: Any) -> None:
