@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_checkpoint_metadata
@@ -710,7 +710,7 @@ def _in_pipeline(saver: Any, connection: Any, implicit: bool = False) -> Iterato
                 if implicit and not connection.closed:
                     with contextlib.suppress(Error):
                         connection.cursor().execute(_ABANDON)
-                        pipeline.sync()  # the failure consumed here, the implicit transaction rolled back
+                        cast(Any, pipeline).sync()  # implicit: in pipeline mode; the failure consumed here
                 raise
     except BaseException:
         if _failed_mid_transaction(connection):
@@ -737,7 +737,7 @@ async def _ain_pipeline(saver: Any, connection: Any, implicit: bool = False) -> 
                 if implicit and not connection.closed:
                     with contextlib.suppress(Error):
                         await connection.cursor().execute(_ABANDON)
-                        await pipeline.sync()
+                        await cast(Any, pipeline).sync()  # implicit: in pipeline mode
                 raise
     except BaseException:
         if _failed_mid_transaction(connection):
