@@ -107,6 +107,8 @@ OPTIONAL_OPERATIONS = ("delete_for_runs", "copy_thread", "prune")
 """Operations a durable saver may lack; the tier emulates those it lacks."""
 
 T = TypeVar("T")
+_READS = frozenset({"get_tuple", "list"})
+"""The durable reads ``_target`` sends to the backend's ``reader``."""
 
 
 class DurableSideError(BoundedSaverError, RuntimeError):
@@ -287,9 +289,15 @@ class DurableTier:
             Exception: Whatever the durable saver raised (counted).
         """
         with self.health.counting():
+            saver = self._target(method)
             if self.loop is None:
-                return getattr(self.saver, method)(*args, **kwargs)
-            return self._on_own_loop(getattr(self.saver, "a" + method)(*args, **kwargs))
+                return getattr(saver, method)(*args, **kwargs)
+            return self._on_own_loop(getattr(saver, "a" + method)(*args, **kwargs))
+
+    def _target(self, method: str) -> Any:
+        """The saver a call goes to: for a read, the backend's ``reader`` (over a pool, none of the saver's lock).
+        Runtime complexity: O(1)."""
+        return self.format.reader(self.saver) if method in _READS else self.saver
 
     def _on_own_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
         loop = self.loop
@@ -312,10 +320,11 @@ class DurableTier:
             Exception: Whatever the durable saver raised (counted).
         """
         with self.health.counting():
+            saver = self._target(method)
             return await self._async(
                 method,
-                lambda: getattr(self.saver, "a" + method)(*args, **kwargs),
-                lambda: getattr(self.saver, method)(*args, **kwargs),
+                lambda: getattr(saver, "a" + method)(*args, **kwargs),
+                lambda: getattr(saver, method)(*args, **kwargs),
             )
 
     async def _async(self, method: str, native: Callable[[], Awaitable[T]], sync: Callable[[], T]) -> T:
@@ -403,17 +412,19 @@ class DurableTier:
         Runtime complexity: the saver's, for every result.
         """
         with self.health.counting():
+            saver = self._target("list")
             if self.loop is None:
-                return list(self.saver.list(config, **criteria))
-            return self._on_own_loop(_collect(self.saver.alist(config, **criteria)))
+                return list(saver.list(config, **criteria))
+            return self._on_own_loop(_collect(saver.alist(config, **criteria)))
 
     async def alist(self, config: RunnableConfig | None, **criteria: Any) -> builtins.list[CheckpointTuple]:
         """The durable saver's ``alist`` read whole (or ``list`` in a worker thread)."""
         with self.health.counting():
+            saver = self._target("list")
             return await self._async(
                 "list",
-                lambda: _collect(self.saver.alist(config, **criteria)),
-                lambda: list(self.saver.list(config, **criteria)),
+                lambda: _collect(saver.alist(config, **criteria)),
+                lambda: list(saver.list(config, **criteria)),
             )
 
     def newest(self, thread_id: str, namespace: str) -> Newest:

@@ -437,6 +437,37 @@ def test_write_through_over_a_pool_never_queues_on_the_savers_lock(
     assert len(_rows(kind, where)["checkpoints"]) == 3 and len(_rows(kind, where)["checkpoint_writes"]) == 3
 
 
+@pytest.mark.parametrize("pool", [False, True], ids=["connection", "pool"])
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_durable_reads_over_a_pool_never_queue_on_the_savers_lock(
+    kind: str, pool: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A hot miss's ``get_tuple`` and a ``list`` read the durable tier on a connection of the pool, not under the
+    saver's per-instance lock (queued there, many conversations' first reads ran one at a time behind writes that
+    never take it); over one connection they take it, as the saver's own reads do. The reads find what is stored."""
+    where = _where(kind, f"reads_{kind}_{pool}".lower(), tmp_path, request)
+    use_async = kind.startswith("async")
+
+    async def run() -> tuple[int, Any, int]:
+        async with _durable(kind, where, through=False, pool=pool) as durable:
+            checkpoint = make_checkpoint({"text": ["stored"]})
+            arguments = (config("cold"), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+            await durable.aput(*arguments) if use_async else durable.put(*arguments)
+            tiered = TieredSaver(durable)  # a fresh hot tier: the thread is cold
+            counting = durable.lock = _CountingLock(durable.lock)
+            if use_async:
+                found = await tiered.aget_tuple(config("cold"))
+                listed = [item async for item in tiered.alist(config("cold"))]
+            else:
+                found = tiered.get_tuple(config("cold"))
+                listed = list(tiered.list(config("cold")))
+            return counting.taken, found, len(listed)
+
+    taken, found, listed = asyncio.run(run())
+    assert (taken == 0) if pool else (taken >= 1)
+    assert found is not None and found.checkpoint["channel_values"]["text"] == ["stored"] and listed == 1
+
+
 @pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
 def test_a_batch_postgresql_refuses_is_rolled_back_and_retried_a_thread_at_a_time(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -531,3 +562,55 @@ def test_a_connection_that_keeps_its_own_transaction_is_written_through_the_save
         tiered.put_writes(stored, [("messages", ["b"])], "task")
         connection.commit()
     assert len(_rows("postgres", where)["checkpoints"]) == 1
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["connection", "pool"])
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_a_write_through_put_is_one_implicit_transaction_without_begin_or_commit(
+    kind: str, pool: bool, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In pipeline mode a write-through put sends its two statements alone (no ``BEGIN``, no ``COMMIT``: the
+    statements between the pipeline's syncs are one transaction of the server's), and it stays atomic: when the
+    checkpoints row fails (a trigger refuses it) after the blob rows were sent, none of the put is stored, the
+    error reaches the caller, and the next put on the same connection is written."""
+    from psycopg import AsyncCursor, Connection, Cursor
+
+    where = _where(kind, f"implicit_{kind}_{pool}".lower(), tmp_path, request)
+    use_async = kind.startswith("async")
+    sent: list[str] = []
+    for cursor_class in (Cursor, AsyncCursor):
+        for method in ("execute", "executemany"):
+            original = getattr(cursor_class, method)
+
+            def recorded(self: Any, query: Any, *rest: Any, _original: Any = original, **options: Any) -> Any:
+                sent.append(str(query).split()[0].upper())
+                return _original(self, query, *rest, **options)
+
+            monkeypatch.setattr(cursor_class, method, recorded)
+
+    async def run() -> None:
+        async with _durable(kind, where, through=False, pool=pool) as durable:
+            with Connection.connect(where, autocommit=True) as admin:
+                admin.execute(
+                    "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN IF NEW.thread_id = 'refused' THEN "
+                    "RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+                )
+                admin.execute(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints FOR EACH ROW EXECUTE FUNCTION refuse()"
+                )
+            tiered = TieredSaver(durable, write=WriteThrough())
+            for thread_id in ("kept", "refused", "after"):
+                checkpoint = make_checkpoint({"messages": ["a", "list", thread_id]})
+                arguments = (config(thread_id), checkpoint, {"step": 1}, checkpoint["channel_versions"])
+                sent.clear()
+                if thread_id == "refused":
+                    with pytest.raises(Exception, match="refused by the test"):
+                        await tiered.aput(*arguments) if use_async else tiered.put(*arguments)
+                else:
+                    await tiered.aput(*arguments) if use_async else tiered.put(*arguments)
+                assert [word for word in sent if word != "SELECT"] == ["INSERT", "INSERT"]  # SELECT: schema check
+
+    asyncio.run(run())
+    rows = _rows(kind, where)
+    assert {row[0] for row in rows["checkpoints"]} == {"kept", "after"}
+    assert {row[0] for row in rows["checkpoint_blobs"]} == {"kept", "after"}

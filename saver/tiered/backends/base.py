@@ -418,6 +418,11 @@ class Backend(Protocol):
         """``put_if_newest`` for an async saver, on its own loop."""
         ...
 
+    def reader(self, saver: Any) -> Any:
+        """The saver to call for a durable read (``get_tuple``, ``list``): the saver itself, or a view of it that
+        reads on a connection of its pool without its per-instance lock (the lock guards its one connection)."""
+        ...
+
     def verify_now(self, saver: Any) -> None:
         """At construction: compare the saver's tables with the declaration if that can be done now (a sync
         saver whose tables exist), else leave it to the first use. Raises ``SchemaMismatchError``."""
