@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...engine import BoundedSaverError, Payload, ThreadStorage, Version, WriteRecord
+from ...engine import BoundedSaverError, InvalidArgumentError, Payload, ThreadStorage, Version, WriteRecord
 
 __all__ = [
     "CHUNK",
@@ -170,7 +170,7 @@ def declared_tables(ddl: str) -> dict[str, Table]:
     O(len(ddl)).
 
     Raises:
-        ValueError: A table has no primary key, or a column is not ``name TYPE`` optionally ``NOT NULL``.
+        InvalidArgumentError: A table has no primary key, or a column is not ``name TYPE`` optionally ``NOT NULL``.
     """
     tables: dict[str, Table] = {}
     for name, body in _TABLE.findall(ddl):
@@ -182,10 +182,10 @@ def declared_tables(ddl: str) -> dict[str, Table]:
                 continue
             words = item.split()
             if len(words) not in (2, 4) or (len(words) == 4 and " ".join(words[2:]).upper() != "NOT NULL"):
-                raise ValueError(f"table {name}: column declaration {item!r} is not 'name TYPE [NOT NULL]'")
+                raise InvalidArgumentError(f"table {name}: column declaration {item!r} is not 'name TYPE [NOT NULL]'")
             columns[words[0]] = (words[1], len(words) == 4)
         if not key:
-            raise ValueError(f"table {name}: no PRIMARY KEY declared")
+            raise InvalidArgumentError(f"table {name}: no PRIMARY KEY declared")
         tables[name] = Table(MappingProxyType(columns), key)
     return tables
 
