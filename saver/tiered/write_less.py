@@ -98,7 +98,10 @@ def select(
             kept.append((index, claimed))
     if not changed and not pins and len(kept) == len(items):
         return None
-    return Selection(kept, pins, dropped)
+    resolved: dict[tuple[str, str], str | None] = {}
+    for key, parent in sorted(dropped.items()):  # parents first (smaller ids): each walk is one hop
+        resolved[key] = _nearest(key[0], parent, resolved, dropped, skipped)
+    return Selection(kept, pins, resolved)
 
 
 def _rejoined(
@@ -106,18 +109,24 @@ def _rejoined(
 ) -> DirtyCheckpoint:
     """A kept checkpoint whose parent was dropped, with the nearest ancestor not dropped as its parent, written
     whole (every channel of its versions among its ``new_versions``); the item itself when its parent was not
-    dropped. Runtime complexity: O(dropped ancestors + channels)."""
-    parent = item.record.parent_id
-    for _ in range(len(dropped) + len(skipped) + 1):  # ids fall along a chain: a bound against a malformed one
-        if parent is None:
-            break
-        key = (item.namespace, parent)
-        if key in dropped:
-            parent = dropped[key]
-        elif key in skipped:
-            parent = skipped[key]
-        else:
-            break
+    dropped. Runtime complexity: O(dropped ancestors walked + channels)."""
+    parent = _nearest(item.namespace, item.record.parent_id, dropped, skipped)
     if parent == item.record.parent_id:
         return item
     return item._replace(record=item.record._replace(parent_id=parent), new_versions=item.record.channel_versions)
+
+
+def _nearest(namespace: str, parent: str | None, *gone: Mapping[tuple[str, str], str | None]) -> str | None:
+    """``parent`` or, if dropped (each of ``gone`` maps dropped checkpoints to their parents, the first that
+    holds one answering), its nearest ancestor that was not. Runtime complexity: O(dropped ancestors walked):
+    the ledger's ``skipped`` and ``select``'s ``resolved`` map to resolved ancestors, so a walk is one hop but
+    where a checkpoint kept then was dropped since."""
+    for _ in range(sum(map(len, gone)) + 1):  # ids fall along a chain: a bound against a malformed one
+        if parent is None:
+            break
+        key = (namespace, parent)
+        hop = next((hops for hops in gone if key in hops), None)
+        if hop is None:
+            break
+        parent = hop[key]
+    return parent
