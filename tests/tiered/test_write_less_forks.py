@@ -5,13 +5,14 @@ memory of what it skipped is bounded (the thread's deletion, its leaving memory,
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from langgraph.checkpoint.bounded import InMemoryCheckpointConfig, TieredSaver, UnstorableWriteError, WriteBack
-from langgraph.checkpoint.bounded.tiered import writeback
+from langgraph.checkpoint.bounded.tiered import group_commit, writeback
 from tests.support.durable_savers import cluster_fixture, sqlite_durable
 from tests.support.helpers import config, make_checkpoint
 from tests.tiered.test_write_less import EVERY_SIDE, assert_no_missing_parent, durable_of, flush, saver
@@ -114,3 +115,45 @@ def test_past_skipped_bound_a_fork_from_a_forgotten_checkpoint_is_refused(
     with pytest.raises(UnstorableWriteError):
         tiered.flush()
     tiered.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "async_postgres"])
+def test_a_rejoined_fork_flushed_by_group_commit_is_what_the_savers_own_put_stores(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The rejoined, whole checkpoints (the turn's last, then the fork) flushed by group commit leave the tables a
+    flush through ``PostgresSaver.put`` leaves (the differential rules: blobs of the new versions it moves)."""
+    from tests.tiered.test_group_commit import _durable, _rows, _where
+
+    steps = [
+        make_checkpoint({"doc": [f"doc {step}"] * 50, "n": [step]}, {"doc": step, "n": step}) for step in (1, 2, 3)
+    ]
+    fork = make_checkpoint({"doc": ["doc 2"] * 50, "n": [9]}, {"doc": 2, "n": 4})
+    use_async = kind.startswith("async")
+
+    async def call(tiered: TieredSaver, method: str, *arguments: Any) -> Any:
+        if use_async:
+            return await getattr(tiered, "a" + method)(*copy.deepcopy(arguments))
+        return getattr(tiered, method)(*copy.deepcopy(arguments))
+
+    async def written(where: str, through: bool) -> bool:
+        async with _durable(kind, where, through=through) as durable:
+            tiered = saver(durable, "latest")
+            configs = [config("t")]
+            for checkpoint in steps:
+                configs.append(await call(tiered, "put", configs[-1], checkpoint, {}, checkpoint["channel_versions"]))
+            await call(tiered, "flush")
+            await call(tiered, "put", configs[2], fork, {}, {"n": 4})  # from the skipped middle one
+            await call(tiered, "flush")
+            assert tiered.stats().dirty_threads == 0 and tiered._shared.dirty.skipped == 2
+            return group_commit.groupable(tiered._tiers.durable)
+
+    rows, grouped = {}, {}
+    for mode in ("batch", "api"):
+        where = _where(kind, f"fork_{kind}_{mode}", tmp_path, request)
+        grouped[mode] = asyncio.run(written(where, mode == "api"))
+        rows[mode] = _rows(kind, where)
+    assert grouped == {"batch": True, "api": False}
+    assert len(rows["api"]["checkpoints"]) == 2 and rows["api"]["checkpoint_blobs"]
+    for table in rows["api"]:
+        assert rows["batch"][table] == rows["api"][table], table
