@@ -34,10 +34,10 @@ def put(
     return tiered.put(parent, checkpoint, {}, new)
 
 
-def chain(tiered: TieredSaver, use_async: bool) -> list[Any]:
-    """Three checkpoints of thread "t", each a new "doc" (a list: a blob over PostgreSQL) and "n"; then a flush, which
-    skips the first two. Their configs."""
-    configs, before = [config("t")], tiered._shared.dirty.skipped
+def chain(tiered: TieredSaver, use_async: bool, name: str = "t") -> list[Any]:
+    """Three checkpoints of thread ``name``, each a new "doc" (a list: a blob over PostgreSQL) and "n"; then a
+    flush, which skips the first two. Their configs."""
+    configs, before = [config(name)], tiered._shared.dirty.skipped
     for step in (1, 2, 3):
         values, versions = {"doc": [f"doc {step}"] * 50, "n": [step]}, {"doc": step, "n": step}
         configs.append(put(tiered, configs[-1], values, versions, versions, use_async))
@@ -82,7 +82,8 @@ def test_pending_writes_of_a_skipped_checkpoint_are_dropped(tmp_path: Path) -> N
 
 
 def test_the_ledger_forgets_a_thread_deleted_or_gone_from_memory(tmp_path: Path) -> None:
-    """Deleted, or evicted while clean: the thread's skipped checkpoints are forgotten."""
+    """Deleted, or evicted while clean: the thread's skipped checkpoints are forgotten; evicted with a fork from
+    one unflushed: kept until that fork's flush has rejoined it, then forgotten."""
     tiered = TieredSaver(
         sqlite_durable(tmp_path / "durable.sqlite"),
         config=InMemoryCheckpointConfig(max_threads=1),
@@ -96,6 +97,14 @@ def test_the_ledger_forgets_a_thread_deleted_or_gone_from_memory(tmp_path: Path)
     chain(tiered, False)
     tiered.put(config("other"), make_checkpoint({"n": 1}), {}, {"n": 1})  # evicts "t" (clean)
     assert "t" not in ledger.skipped_parents
+    _, middle, _ = chain(tiered, False, "u")
+    fork = tiered.put(middle, make_checkpoint({"n": [9]}, {"n": 4}), {}, {"n": 4})
+    tiered.put(config("other"), make_checkpoint({"n": 1}), {}, {"n": 1})  # evicts "u", dirty
+    assert "u" in ledger.skipped_parents  # its fork still needs them
+    ledger.check()
+    tiered.flush()
+    assert tiered.durable.get_tuple(fork) is not None
+    assert "u" not in ledger.skipped_parents
     ledger.check()
     tiered.close()
 
