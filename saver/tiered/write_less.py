@@ -24,7 +24,7 @@ checkpoint a claim dropped and its parent (``skipped``), so such a fork is rejoi
 whose parent this claim dropped, and the pending writes that come for a dropped checkpoint are dropped too (it
 is never written: they would be rows no checkpoint holds). The ledger forgets a thread's record when the thread
 is deleted or leaves the hot tier (no fork from a dropped checkpoint can come from memory after that), and keeps
-at most ``DirtyLedger.SKIPPED_BOUND`` entries a thread, the oldest forgotten: a fork from a checkpoint forgotten
+at most ``writeback.SKIPPED_BOUND`` entries a thread, the oldest forgotten: a fork from a checkpoint forgotten
 that way is refused at its flush, as a fork from a parent another process deleted is.
 
 Kept whole, never thinned:
