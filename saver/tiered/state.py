@@ -96,6 +96,7 @@ class Shared:
             if store.last_used(thread_id) is None:
                 self.residency.forget_stored(thread_id)
                 store.forget_tombstone(thread_id)
+                self.dirty.forget_skipped(thread_id)  # persist="latest": no fork from a skipped checkpoint now
             if self.write == "back" and self.dirty.is_dirty(thread_id):
                 self.spill_requests.add(thread_id)
 

@@ -10,12 +10,22 @@ keeps those, and drops from the ledger, unwritten:
 * every checkpoint of a namespace older than the newest one among the claimed writes;
 * the pending writes of the checkpoints it drops.
 
-What it keeps stays readable by the plain durable saver: a kept checkpoint whose parent was dropped is written
-with the nearest ancestor that is written (or already durable) as its parent, never a parent that is not there
-(retention leaves such a checkpoint with no parent; keeping the nearest ancestor keeps the chain, and keeps the
-late flush's check of the parent it continues, ``flushing._parent_to_check``). Its ``new_versions`` take in the
-channels the dropped ancestors wrote, so a durable saver that stores values by version (``PostgresSaver``)
-stores every value the kept checkpoint references.
+What it keeps stays readable by the plain durable saver: a kept checkpoint whose parent was dropped (by this
+claim or an earlier one) is written with the nearest ancestor that was not dropped as its parent (written, or
+already durable), never a parent that is not there (retention leaves such a checkpoint with no parent; keeping
+the nearest ancestor keeps the chain, and keeps the late flush's check of the parent it continues,
+``flushing._parent_to_check``). It is written whole: its ``new_versions`` are every channel of its versions, so a
+durable saver that stores values by version (``PostgresSaver``) stores every value it references, those of
+unchanged channels whose values only dropped ancestors held included.
+
+The hot tier keeps every checkpoint while the thread is in memory, so a fork (time travel, ``update_state``, a
+"regenerate") may continue a checkpoint an earlier flush dropped. The ledger remembers, per thread, each
+checkpoint a claim dropped and its parent (``skipped``), so such a fork is rejoined at its flush like a checkpoint
+whose parent this claim dropped, and the pending writes that come for a dropped checkpoint are dropped too (it
+is never written: they would be rows no checkpoint holds). The ledger forgets a thread's record when the thread
+is deleted or leaves the hot tier (no fork from a dropped checkpoint can come from memory after that), and keeps
+at most ``writeback.SKIPPED_BOUND`` entries a thread, the oldest forgotten: a fork from a checkpoint forgotten
+that way is refused at its flush, as a fork from a parent another process deleted is.
 
 Kept whole, never thinned:
 
@@ -32,61 +42,91 @@ keeps every checkpoint while the thread is in memory.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
 
 from .writeback import DirtyCheckpoint, DirtyItem, Selection
 
 __all__ = ["select"]
 
+_NOTHING: Mapping[tuple[str, str], str | None] = MappingProxyType({})
 
-def select(items: Sequence[DirtyItem], pinned: Collection[tuple[str, str]] = ()) -> Selection | None:
+
+def select(
+    items: Sequence[DirtyItem],
+    pinned: Collection[tuple[str, str]] = (),
+    skipped: Mapping[tuple[str, str], str | None] = _NOTHING,
+) -> Selection | None:
     """The writes of ``items`` (a thread's claimed unflushed writes, oldest first) a ``persist="latest"`` flush
-    writes, or None to write them all (nothing to drop).
+    writes, or None to write them all unchanged (nothing to drop or rejoin). ``skipped`` maps each checkpoint
+    earlier claims dropped, ``(namespace, checkpoint_id)``, to its parent id.
 
-    Runtime complexity: O(items + channels of the kept checkpoints' dropped ancestors).
+    Runtime complexity: O(items + dropped ancestors walked + channels of the checkpoints rejoined).
     """
     checkpoints = [item for item in items if isinstance(item, DirtyCheckpoint)]
     present = {(item.namespace, item.checkpoint_id) for item in checkpoints}
     pins = {
         (item.namespace, item.checkpoint_id)
         for item in items
-        if not isinstance(item, DirtyCheckpoint) and (item.namespace, item.checkpoint_id) not in present
+        if not isinstance(item, DirtyCheckpoint)
+        and (item.namespace, item.checkpoint_id) not in present
+        and (item.namespace, item.checkpoint_id) not in skipped
     }
-    if len(checkpoints) < 2 or any(item.record.delta_channels for item in checkpoints):
-        return Selection([(index, item) for index, item in enumerate(items)], pins) if pins else None
+    if any(item.record.delta_channels for item in checkpoints):
+        return Selection([(index, item) for index, item in enumerate(items)], pins, {}) if pins else None
     newest: dict[str, str] = {}
     for item in checkpoints:
         newest[item.namespace] = max(newest.get(item.namespace, ""), item.checkpoint_id)
     dropped = {
-        (item.namespace, item.checkpoint_id): item
+        (item.namespace, item.checkpoint_id): item.record.parent_id
         for item in checkpoints
         if item.checkpoint_id != newest[item.namespace] and (item.namespace, item.checkpoint_id) not in pinned
     }
-    if not dropped and not pins:
-        return None
     kept: list[tuple[int, DirtyItem]] = []
+    changed = False
     for index, claimed in enumerate(items):
-        if (claimed.namespace, claimed.checkpoint_id) in dropped:
-            continue  # a dropped checkpoint, or the pending writes of one
-        kept.append((index, _rejoined(claimed, dropped) if isinstance(claimed, DirtyCheckpoint) else claimed))
-    return Selection(kept, pins)
+        key = (claimed.namespace, claimed.checkpoint_id)
+        if isinstance(claimed, DirtyCheckpoint):
+            if key in dropped:
+                continue
+            rejoined = _rejoined(claimed, dropped, skipped)
+            changed = changed or rejoined is not claimed
+            kept.append((index, rejoined))
+        elif key in dropped or (key in skipped and key not in present):
+            continue  # the pending writes of a dropped checkpoint: it is never written
+        else:
+            kept.append((index, claimed))
+    if not changed and not pins and len(kept) == len(items):
+        return None
+    resolved: dict[tuple[str, str], str | None] = {}
+    for key, parent in sorted(dropped.items()):  # parents first (smaller ids): each walk is one hop
+        resolved[key] = _nearest(key[0], parent, resolved, dropped, skipped)
+    return Selection(kept, pins, resolved)
 
 
-def _rejoined(item: DirtyCheckpoint, dropped: dict[tuple[str, str], DirtyCheckpoint]) -> DirtyCheckpoint:
-    """A kept checkpoint whose parent was dropped, with the nearest ancestor kept as its parent, and the channels
-    its dropped ancestors wrote (at its own versions) among its ``new_versions``. Runtime complexity: O(dropped
-    ancestors and their channels)."""
-    parent = item.record.parent_id
-    channels = set(item.new_versions)
-    while parent is not None and (item.namespace, parent) in dropped:
-        gone = dropped[item.namespace, parent]
-        channels.update(gone.new_versions)
-        parent = gone.record.parent_id
+def _rejoined(
+    item: DirtyCheckpoint, dropped: Mapping[tuple[str, str], str | None], skipped: Mapping[tuple[str, str], str | None]
+) -> DirtyCheckpoint:
+    """A kept checkpoint whose parent was dropped, with the nearest ancestor not dropped as its parent, written
+    whole (every channel of its versions among its ``new_versions``); the item itself when its parent was not
+    dropped. Runtime complexity: O(dropped ancestors walked + channels)."""
+    parent = _nearest(item.namespace, item.record.parent_id, dropped, skipped)
     if parent == item.record.parent_id:
         return item
-    versions = {}
-    for channel in channels:
-        version = item.record.version_of(channel)
-        if version is not None:
-            versions[channel] = version
-    return item._replace(record=item.record._replace(parent_id=parent), new_versions=versions)
+    return item._replace(record=item.record._replace(parent_id=parent), new_versions=item.record.channel_versions)
+
+
+def _nearest(namespace: str, parent: str | None, *gone: Mapping[tuple[str, str], str | None]) -> str | None:
+    """``parent`` or, if dropped (each of ``gone`` maps dropped checkpoints to their parents, the first that
+    holds one answering), its nearest ancestor that was not. Runtime complexity: O(dropped ancestors walked):
+    the ledger's ``skipped`` and ``select``'s ``resolved`` map to resolved ancestors, so a walk is one hop but
+    where a checkpoint kept then was dropped since."""
+    for _ in range(sum(map(len, gone)) + 1):  # ids fall along a chain: a bound against a malformed one
+        if parent is None:
+            break
+        key = (namespace, parent)
+        hop = next((hops for hops in gone if key in hops), None)
+        if hop is None:
+            break
+        parent = hop[key]
+    return parent

@@ -33,7 +33,7 @@ import contextlib
 import heapq
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -49,6 +49,7 @@ __all__ = [
     "ITEM_SECONDS_WEIGHT",
     "UNMEASURED_ITEMS",
     "POISON_STRIKES",
+    "SKIPPED_BOUND",
     "Backlog",
     "DirtyCheckpoint",
     "DirtyItem",
@@ -131,14 +132,22 @@ class Selection(NamedTuple):
             checkpoint (its parent, its ``new_versions``).
         pins: ``(namespace, checkpoint_id)`` of checkpoints whose pending writes are written before their put
             came: never to be dropped later.
+        skipped: ``(namespace, checkpoint_id)`` of each checkpoint this claim drops, to its parent id: the ledger
+            remembers them, to rejoin a later fork from one of them (``DirtyLedger.skipped_parents``).
     """
 
     kept: list[tuple[int, DirtyItem]]
     pins: set[tuple[str, str]]
+    skipped: dict[tuple[str, str], str | None]
 
 
-Selector = Callable[[list[DirtyItem], set[tuple[str, str]]], "Selection | None"]
-"""``write_less.select``: given a thread's claimed writes and its pinned checkpoints, what a flush keeps."""
+Selector = Callable[[list[DirtyItem], set[tuple[str, str]], Mapping[tuple[str, str], str | None]], "Selection | None"]
+"""``write_less.select``: given a thread's claimed writes, its pinned checkpoints and the checkpoints earlier claims
+dropped (to their parents), what a flush keeps."""
+
+SKIPPED_BOUND = 10_000
+"""How many dropped checkpoints (``persist="latest"``) the ledger remembers a thread, the oldest forgotten: a fork
+from one forgotten is refused at its flush (``flushing._orphaned``), as before the ledger remembered them."""
 
 
 @dataclass(eq=False)
@@ -383,6 +392,10 @@ class DirtyLedger:
         self.select: Selector | None = None
         self.pinned: dict[str, set[tuple[str, str]]] = {}
         self.skipped = 0  # unflushed writes a claim dropped unwritten (persist="latest")
+        # persist="latest": each thread's dropped checkpoints, (namespace, id) -> parent id, oldest first (bounded:
+        # SKIPPED_BOUND), so a fork from one is rejoined; forgotten when the thread leaves memory (forget_skipped)
+        self.skipped_parents: dict[str, OrderedDict[tuple[str, str], str | None]] = {}
+        self.forget_at_claim: set[str] = set()  # threads that left memory while dirty: forgotten at their next claim
 
     def add(self, thread_id: str, item: DirtyItem, at: float) -> None:
         """Note an unflushed write that came at ``at``. Runtime complexity: O(values of the item), plus
@@ -499,10 +512,16 @@ class DirtyLedger:
         """``persist="latest"``: keep of the thread's writes what ``select`` keeps (``write_less``); the rest
         leaves the ledger unwritten (lock held). Runtime complexity: O(items of the thread and their values)."""
         pinned = self.pinned.get(thread_id, set())
-        selection = select(list(backlog.items), pinned)
+        remembered = self.skipped_parents.get(thread_id)
+        selection = select(list(backlog.items), pinned, {} if remembered is None else remembered)
+        if thread_id in self.forget_at_claim:  # it left memory: no fork from a dropped checkpoint can come now
+            self.forget_at_claim.discard(thread_id)
+            self.skipped_parents.pop(thread_id, None)
+        elif selection is not None and selection.skipped:
+            self._remember(thread_id, selection.skipped)
         if selection is None:
             return
-        kept, pins = selection
+        kept, pins, _ = selection
         pinned = (pinned | pins).difference(
             (item.namespace, item.checkpoint_id) for _, item in kept if isinstance(item, DirtyCheckpoint)
         )
@@ -510,7 +529,7 @@ class DirtyLedger:
             self.pinned[thread_id] = pinned
         else:
             self.pinned.pop(thread_id, None)
-        if len(kept) == len(backlog.items):
+        if len(kept) == len(backlog.items) and all(item is backlog.items[index] for index, item in kept):
             return
         thinned = Backlog(strikes=backlog.strikes, successes_seen=backlog.successes_seen)
         for index, item in kept:
@@ -521,6 +540,27 @@ class DirtyLedger:
         self.skipped += len(backlog.items) - len(thinned.items)
         heapq.heappush(self.ages, (thinned.times[0], thread_id))
         self._changed()
+
+    def _remember(self, thread_id: str, skipped: dict[tuple[str, str], str | None]) -> None:
+        """Remember the checkpoints a claim dropped, and their parents, the oldest forgotten past ``SKIPPED_BOUND``
+        (lock held). Runtime complexity: O(skipped), amortized."""
+        remembered = self.skipped_parents.get(thread_id)
+        if remembered is None:
+            remembered = self.skipped_parents[thread_id] = OrderedDict()
+        remembered.update(skipped)
+        while len(remembered) > SKIPPED_BOUND:
+            remembered.popitem(last=False)
+
+    def forget_skipped(self, thread_id: str) -> None:
+        """The thread left the hot tier: no fork from a checkpoint a claim dropped can come from memory any more,
+        so forget them; at its next claim when it still has unflushed writes (one of them may be such a fork,
+        acknowledged while it was in memory). Runtime complexity: O(1)."""
+        with self.lock:
+            if thread_id in self.threads or thread_id in self.flushing:
+                if thread_id in self.skipped_parents:
+                    self.forget_at_claim.add(thread_id)
+            else:
+                self.skipped_parents.pop(thread_id, None)
 
     def flushed_one(self, thread_id: str, seconds: float) -> None:
         """The flusher's oldest item taken is durable now, after ``seconds``: it leaves the ledger at once, so
@@ -549,6 +589,9 @@ class DirtyLedger:
         """
         with self.lock:
             self.flushing.discard(thread_id)
+            if thread_id in self.forget_at_claim and thread_id not in self.threads:  # it left memory, now clean
+                self.forget_at_claim.discard(thread_id)
+                self.skipped_parents.pop(thread_id, None)
             self._changed()
 
     def failed(self, thread_id: str, error: BaseException, successes: int) -> bool:
@@ -581,6 +624,8 @@ class DirtyLedger:
             self.lock.wait_for(lambda: thread_id not in self.flushing)
             backlog = self.threads.pop(thread_id, None)
             self.pinned.pop(thread_id, None)
+            self.skipped_parents.pop(thread_id, None)
+            self.forget_at_claim.discard(thread_id)
             if backlog is None:
                 return []
             self.nbytes -= backlog.nbytes
@@ -614,6 +659,10 @@ class DirtyLedger:
                 raise AssertionError("the count of unflushed writes drifts")
             if self.nbytes != sum(backlog.nbytes for backlog in self.threads.values()):
                 raise AssertionError("dirty bytes drift")
+            if any(len(remembered) > SKIPPED_BOUND for remembered in self.skipped_parents.values()):
+                raise AssertionError("a thread remembers more dropped checkpoints than SKIPPED_BOUND")
+            if not self.forget_at_claim <= set(self.skipped_parents):
+                raise AssertionError("a thread to forget at its claim has no dropped checkpoints remembered")
 
     def __len__(self) -> int:
         return len(self.threads)

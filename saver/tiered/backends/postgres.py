@@ -302,8 +302,12 @@ def _postgres_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
 
 _PARENTS = (
     "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) "
-    "IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))"
+    "IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[])) FOR KEY SHARE OF checkpoints"
 )
+"""The parents a group commit continues, read in its own transaction and locked until its ``COMMIT`` (``FOR KEY
+SHARE``: at READ COMMITTED a plain read lets another process's ``delete_thread`` commit between it and ours, leaving
+our children under a deleted parent; locked, a deletion under way makes us wait and, committed, the row is not
+found; one not yet begun waits for our ``COMMIT``)."""
 _CONTAINERS = frozenset([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
 """First bytes of a msgpack map or array: a value that decodes to a dict or list, never one ``put`` keeps inline."""
 
