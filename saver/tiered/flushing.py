@@ -231,14 +231,19 @@ def _round(tiers: Tiers, *, share: bool) -> Generator[_Step, Any, int | Exceptio
     """One round: the flush of every dirty thread, one round at a time. While another caller's round runs, wait
     for its end: with ``share`` (a write making room) that round serves this caller too (its outcome is
     returned: 0 or its failure); without (``flush()``, the periodic flush: everything dirty when called must be
-    flushed) a round of its own runs after it. Returns the count of writes flushed, or the failure. Spills
-    (threads the hot tier evicted dirty) are counted when a round flushes them. Runtime complexity: that of
-    ``flush_all``, plus the wait for a round under way."""
+    flushed) the round under way may have claimed its threads before the call, so it is not enough: the next
+    round is, whoever runs it (it begins after the call, and flushes every thread dirty then), and this caller
+    runs it if nobody else has begun it, so that writers starting rounds back to back never keep it waiting for
+    a turn of its own. Returns the count of writes this caller's round flushed (0 when another's served), or
+    the failure. Spills (threads the hot tier evicted dirty) are counted when a round flushes them. Runtime
+    complexity: that of ``flush_all``, plus the wait for at most two rounds under way."""
     rounds = tiers.shared.dirty.rounds
+    waited = False  # for a round begun before this call
     while (seen := rounds.begin()) is not None:
         failed = yield _Step("wait", seen=seen)
-        if share:
+        if share or waited:  # the round waited for began after this call (one ended in between): it serves
             return failed if isinstance(failed, Exception) else 0
+        waited = True
     failure: Exception | None = None
     spills, start = _spill_requests(tiers.shared), time.perf_counter()
     try:

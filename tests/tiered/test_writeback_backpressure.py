@@ -191,3 +191,26 @@ def test_a_failed_round_nobody_waits_for_keeps_no_error(tmp_path: Path) -> None:
     assert tiered._shared.dirty.rounds.failure is None
     durable.failing = False
     tiered.close()
+
+
+def test_flush_is_served_by_the_next_round_whoever_runs_it() -> None:
+    """``flush()`` under writers that start rounds back to back: the round under way at the call may have claimed
+    its threads before it, so it waits for it; the next round begins after the call and flushes every thread dirty
+    then, so it serves ``flush()`` too, whoever runs it. Before, ``flush()`` waited for a round of its own, and
+    writers beginning each next round first kept it waiting (7.8 s with 20 writers over SQLite)."""
+    from types import SimpleNamespace
+
+    from langgraph.checkpoint.bounded.tiered.writeback import FlushRounds
+
+    rounds = FlushRounds()
+    tiers: Any = SimpleNamespace(shared=SimpleNamespace(dirty=SimpleNamespace(rounds=rounds)))
+    assert rounds.begin() is None  # a writer's round, begun before the call
+    plan = flushing._round(tiers, share=False)
+    assert next(plan).kind == "wait"
+    rounds.end(None)
+    assert rounds.begin() is None  # the next round: another writer began it first
+    assert plan.send(None).kind == "wait"  # flush() waits for it instead of one of its own
+    rounds.end(None)
+    with pytest.raises(StopIteration) as served:
+        plan.send(None)
+    assert served.value.value == 0 and rounds.started == rounds.finished == 2  # no third round ran
