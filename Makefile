@@ -23,7 +23,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 PACKAGE_FILES := $(VENV)/.package-files
 define refresh_package_tree
-	@ls saver/*.py saver/tiered/*.py saver/tiered/retention/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
+	@ls saver/*.py saver/tiered/*.py saver/tiered/retention/*.py saver/tiered/backends/*.py engine/*.py examples/*.py examples/serving/* > $(PACKAGE_FILES).now
 	@cmp -s $(PACKAGE_FILES).now $(PACKAGE_FILES) || { \
 		$(BIN)/python -m pip install --quiet --no-deps -e . --config-settings editable_mode=strict && \
 		mv $(PACKAGE_FILES).now $(PACKAGE_FILES); }

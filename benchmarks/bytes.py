@@ -48,7 +48,11 @@ from base64 import b64encode
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the benchmarks' helpers, when imported from elsewhere
@@ -71,7 +75,7 @@ from langgraph.checkpoint.bounded import (  # noqa: E402
 OUTPUT = HERE / "results" / "compression"
 USER_MESSAGE = {"messages": [{"role": "user", "content": "hi"}]}
 HOT = InMemoryCheckpointConfig(max_threads=10_000, max_total_bytes=1 << 30, max_checkpoint_bytes=8 << 20)
-MEMORY_BUDGETS = {"retention chat": 4 << 20, "English chat": 4 << 20, "tool outputs + images": 16 << 20}
+MEMORY_BUDGETS = {"retention chat": 4 << 20, "English chat": 4 << 20, "agent chat": 4 << 20, "tool outputs + images": 16 << 20}
 """The memory saver's ``max_total_bytes`` for threads of 8 turns; longer threads get it scaled (``budget``)."""
 
 
@@ -118,9 +122,57 @@ def build_chat(checkpointer: Any, *, heavy: bool) -> Any:
     return compile_chat(checkpointer, agent, tools)
 
 
+class AgentChat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def build_agent_chat(checkpointer: Any) -> Any:
+    """A tool-calling agent's thread as ``MessagesState`` stores it: LangChain messages through ``add_messages``
+    (which gives each message a uuid4 id), English-like text. A turn: the user's question, the model's reply
+    asking for a tool (with the ``tool_calls``, ``response_metadata`` and ``usage_metadata`` a chat model
+    returns), the tool's result, the model's answer: four messages, about 1.8 KB of text."""
+    rng = random.Random(3)
+
+    def model_reply(text: str, calls: list[dict[str, Any]]) -> AIMessage:
+        usage = {"input_tokens": rng.randint(200, 8000), "output_tokens": rng.randint(20, 600)}
+        return AIMessage(
+            text,
+            tool_calls=calls,
+            response_metadata={
+                "model_name": "gpt-4o-2024-08-06",
+                "finish_reason": "tool_calls" if calls else "stop",
+                "system_fingerprint": f"fp_{rng.getrandbits(40):010x}",
+                "id": f"chatcmpl-{rng.getrandbits(116):029x}",
+            },
+            usage_metadata={**usage, "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
+        )
+
+    def agent(state: AgentChat) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if isinstance(last, ToolMessage):
+            return {"messages": [model_reply(english(rng, 700), [])]}
+        call = {"name": "search", "args": {"query": english(rng, 60)}, "id": f"call_{rng.getrandbits(120):030x}"}
+        return {"messages": [model_reply(english(rng, 200), [call])]}
+
+    def tools(state: AgentChat) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]
+        return {"messages": [ToolMessage(english(rng, 700), tool_call_id=call["id"], name=call["name"])]}
+
+    builder = StateGraph(AgentChat)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges(
+        "agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
+    )
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
 WORKLOADS: dict[str, Callable[[Any], Any]] = {
     "retention chat": build_retention_chat,
     "English chat": lambda saver: build_chat(saver, heavy=False),
+    "agent chat": build_agent_chat,
     "tool outputs + images": lambda saver: build_chat(saver, heavy=True),
 }
 SAVERS = ("plain, off", "plain, on", "tiered, off", "tiered, on", "write less, on")
@@ -366,6 +418,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--kinds", nargs="*", default=["SQLite", "PostgreSQL"], choices=["SQLite", "PostgreSQL"])
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--output", type=Path, default=OUTPUT)
     arguments = parser.parse_args()
     threads, turns = (3, 4) if arguments.quick else (arguments.threads, arguments.turns)
@@ -374,13 +427,13 @@ def main() -> None:
     for kind in arguments.kinds:
         try:
             with postgres(fsync=True) if kind == "PostgreSQL" else nullcontext() as server:
-                for workload in WORKLOADS:
+                for workload in arguments.workloads:
                     print(f"{kind}: {workload}", flush=True)
                     durable.setdefault(kind, {})[workload] = durable_run(kind, workload, threads, turns, server)
         except ServerUnavailable as error:
             print(f"NO POSTGRESQL SERVER COULD BE STARTED ({error}): PostgreSQL not measured")
     memory = {}
-    for workload in WORKLOADS:
+    for workload in arguments.workloads:
         print(f"memory saver: {workload}", flush=True)
         memory[workload] = memory_run(workload, threads, turns)
     load.append(os.getloadavg()[0])

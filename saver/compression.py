@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,6 +45,7 @@ __all__ = [
     "CODECS",
     "DEFAULT_LEVELS",
     "DEFAULT_THRESHOLD_BYTES",
+    "FRAMES",
     "SEPARATOR",
     "Codec",
     "CompressingSerializer",
@@ -65,10 +66,17 @@ DEFAULT_LEVELS: dict[Codec, int] = {"zstd": 1, "zlib": 1}
 """The fastest level of each codec: chat text still shrinks about threefold with zstd."""
 
 
+FRAMES = "zstd-frames"
+"""The codec tag of a value stored as zstd frames one after the other (``CompressingSerializer.join``), whose
+contents, concatenated, are the inner serializer's bytes. Read by any ``CompressingSerializer`` that has zstd."""
+
+
 @dataclass(frozen=True)
 class _Functions:
     compress: Callable[[bytes, int], bytes]
     decompress: Callable[[bytes], bytes]
+    decompress_frames: Callable[[bytes], bytes]
+    content_size: Callable[[bytes], int]
 
 
 def _zstd() -> _Functions | None:
@@ -77,8 +85,13 @@ def _zstd() -> _Functions | None:
         standard: Any = importlib.import_module("compression.zstd")
     except ImportError:
         standard = None
-    if standard is not None:
-        return _Functions(lambda data, level: standard.compress(data, level), standard.decompress)
+    if standard is not None:  # its decompress reads frames one after the other, and refuses a truncated one
+        return _Functions(
+            lambda data, level: standard.compress(data, level),
+            standard.decompress,
+            standard.decompress,
+            lambda frame: int(standard.get_frame_info(frame).decompressed_size),
+        )
     try:
         zstandard: Any = importlib.import_module("zstandard")
     except ImportError:
@@ -104,11 +117,28 @@ def _zstd() -> _Functions | None:
         # The frame holds its content size (ZstdCompressor.compress writes it), so one call suffices.
         return bytes(decompressor.decompress(data))
 
-    return _Functions(compress, decompress)
+    def decompress_frames(data: bytes) -> bytes:
+        # One frame at a time: zstandard's read_across_frames returns a truncated last frame's part without a word.
+        decompressor = zstandard.ZstdDecompressor()
+        contents: list[bytes] = []
+        rest = data
+        while rest:
+            frame = decompressor.decompressobj()
+            contents.append(frame.decompress(rest))
+            if not frame.eof:
+                raise zstandard.ZstdError("a zstd frame is truncated")
+            rest = frame.unused_data
+        return b"".join(contents)
+
+    return _Functions(compress, decompress, decompress_frames, zstandard.frame_content_size)
+
+
+def _no_frames(data: bytes) -> Any:
+    raise InvalidArgumentError("zlib values are one stream: they have no frames")
 
 
 _ZSTD = _zstd()
-_ZLIB = _Functions(lambda data, level: zlib.compress(data, level), zlib.decompress)
+_ZLIB = _Functions(lambda data, level: zlib.compress(data, level), zlib.decompress, _no_frames, _no_frames)
 _LEVELS: dict[Codec, range] = {"zstd": range(-7, 23), "zlib": range(0, 10)}
 
 
@@ -121,7 +151,7 @@ def zstd_available() -> bool:
 def _functions(codec: str) -> _Functions:
     if codec == "zlib":
         return _ZLIB
-    if codec == "zstd":
+    if codec == "zstd" or codec == FRAMES:
         if _ZSTD is None:
             raise InvalidArgumentError(
                 "a value is compressed with zstd, which this process cannot read: install the compression extra "
@@ -218,9 +248,63 @@ class CompressingSerializer(SerializerProtocol):
         """
         tag, payload = data
         inner, separator, codec = tag.rpartition(SEPARATOR)
-        if not separator or codec not in CODECS:
+        if not separator or (codec not in CODECS and codec != FRAMES):
             return self.serde.loads_typed(data)
-        return self.serde.loads_typed((inner, _functions(codec).decompress(payload)))
+        functions = _functions(codec)
+        decompress = functions.decompress_frames if codec == FRAMES else functions.decompress
+        return self.serde.loads_typed((inner, decompress(payload)))
+
+    def join(self, inner_tag: str, parts: Sequence[bytes | tuple[str, bytes]]) -> tuple[str, bytes]:
+        """What ``dumps_typed`` stores for an object the inner serializer writes, tagged ``inner_tag``, as the
+        concatenation of ``parts``, without compressing again what is compressed already.
+
+        A part is the inner serializer's bytes, or a ``(tag, bytes)`` this serializer wrote for a piece of them
+        (``inner_tag``, compressed or not). With zstd, a part stored compressed is kept as its frame, each run of
+        the other parts is compressed into a frame of its own, and the value, if it has more than one frame, is
+        tagged ``"<inner_tag>~zstd-frames"``; otherwise (zlib, or nothing compressed yet) it is ``dumps_typed``'s
+        own bytes for the concatenation. Either way ``loads_typed`` reads the object back.
+
+        Runtime complexity: compressing the parts not compressed yet, decompressing the compressed ones only where
+        they cannot be kept (zlib, or the whole shorter than ``threshold_bytes``).
+        """
+        kept = f"{inner_tag}{self._suffix}" if self.codec == "zstd" else None  # a frame kept as it is
+        if kept is not None and any(type(part) is tuple and part[0] == kept for part in parts):
+            content_size = _functions(self.codec).content_size
+            stored: list[bytes] = []
+            run: list[bytes] = []
+            size = 0
+            for part in parts:
+                if type(part) is tuple and part[0] == kept:
+                    if run:
+                        stored.append(self._compress(b"".join(run), self.level))
+                        run = []
+                    stored.append(part[1])
+                    size += content_size(part[1])
+                else:
+                    run.append(self._inner_bytes(inner_tag, part))
+                    size += len(run[-1])
+            if run:
+                stored.append(self._compress(b"".join(run), self.level))
+            data = b"".join(stored)
+            if size >= self.threshold_bytes and len(data) < size:
+                return (f"{inner_tag}{SEPARATOR}{FRAMES}" if len(stored) > 1 else kept), data
+        whole = b"".join(self._inner_bytes(inner_tag, part) for part in parts)
+        if len(whole) < self.threshold_bytes:
+            return inner_tag, whole
+        compressed = self._compress(whole, self.level)
+        return (inner_tag, whole) if len(compressed) >= len(whole) else (f"{inner_tag}{self._suffix}", compressed)
+
+    def _inner_bytes(self, inner_tag: str, part: bytes | tuple[str, bytes]) -> bytes:
+        if type(part) is not tuple:
+            return part  # type: ignore[return-value]
+        tag, payload = part
+        if tag == inner_tag:
+            return payload
+        inner, _, codec = tag.rpartition(SEPARATOR)
+        if inner != inner_tag:
+            raise InvalidArgumentError(f"a part tagged {tag!r:.40} is not a piece of a {inner_tag!r:.40} value")
+        functions = _functions(codec)
+        return functions.decompress_frames(payload) if codec == FRAMES else functions.decompress(payload)
 
     def __repr__(self) -> str:
         return (

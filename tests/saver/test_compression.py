@@ -145,7 +145,9 @@ def test_a_plain_sqlite_saver_with_the_serializer_reads_what_the_tiered_saver_wr
         app.invoke({"text": "again "}, thread)
         hot_bytes = tiered._store.stats().total_bytes
     rows = sqlite3.connect(path).execute("SELECT type FROM checkpoints").fetchall()
-    assert any(tag.endswith("~zstd") for (tag,) in rows)  # the durable tier holds the compressed form
+    # the durable tier holds the compressed form: the hot tier's compressed value kept as its frame (``spliced``)
+    assert {tag for (tag,) in rows} >= {"msgpack~zstd-frames"}
+    assert {tag for (tag,) in rows} <= {"msgpack~zstd-frames", "msgpack~zstd", "msgpack"}
     plain = SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=CompressingSerializer())
     assert graph(plain).get_state(thread).values == {"text": "again " + TEXT}
     uncompressed = len(JsonPlusSerializer(pickle_fallback=False).dumps_typed({"text": "again " + TEXT})[1])
@@ -180,3 +182,58 @@ def test_a_thread_exported_compressed_imports_into_a_saver_with_the_serializer()
     target = BoundedInMemorySaver(serde=CompressingSerializer())
     target.import_thread(export)
     assert graph(target).get_state({"configurable": {"thread_id": "t"}}).values == {"text": "hi " + TEXT}
+
+
+# --- join: a value made of pieces already serialized (``tiered/backends/spliced.py``) --------------------------------
+
+
+def _pieces(serde: CompressingSerializer, values: list[Any]) -> tuple[list[Any], bytes]:
+    """A msgpack array of ``values`` as parts: its header, then each value as ``serde`` stored it."""
+    header = bytes((0x90 | len(values),))
+    parts: list[Any] = [header, *(serde.dumps_typed(value) for value in values)]
+    raw = header + b"".join(JsonPlusSerializer().dumps_typed(value)[1] for value in values)
+    return parts, raw
+
+
+@pytest.mark.parametrize("codec", ["zstd", "zlib"])
+def test_join_keeps_compressed_pieces_as_frames_and_reads_back(codec: str) -> None:
+    serde = CompressingSerializer(codec=codec, threshold_bytes=256)  # type: ignore[arg-type]
+    values = [chat(8), "short", 7, chat(3), {"n": 1}]
+    parts, raw = _pieces(serde, values)
+    assert sum(type(part) is tuple and part[0] == f"msgpack~{codec}" for part in parts) == 2
+    tag, data = serde.join("msgpack", parts)
+    assert serde.loads_typed((tag, data)) == values
+    if codec == "zstd":  # the two compressed values kept, the runs between them compressed: five frames
+        assert tag == "msgpack~zstd-frames"
+        assert all(part[1] in data for part in parts if type(part) is tuple and part[0] == "msgpack~zstd")
+    else:  # zlib streams do not concatenate: what dumps_typed stores for the whole, byte for byte
+        assert (tag, data) == serde.dumps_typed(values)
+    assert len(data) < len(raw) / 2
+
+
+def test_join_without_compressed_pieces_is_dumps_typed_byte_for_byte() -> None:
+    serde = CompressingSerializer(threshold_bytes=256)
+    for values in ([chat(8), 1], ["a", 1], []):
+        parts = [bytes((0x90 | len(values),)), *(JsonPlusSerializer().dumps_typed(value)[1] for value in values)]
+        assert serde.join("msgpack", parts) == serde.dumps_typed(values)
+
+
+def test_join_under_the_threshold_stores_the_pieces_opened() -> None:
+    small = CompressingSerializer(threshold_bytes=0)
+    parts, raw = _pieces(small, [chat(2)])
+    assert parts[1][0].endswith("~zstd")
+    loose = CompressingSerializer(threshold_bytes=1 << 20)  # the whole is under this one's threshold
+    assert loose.join("msgpack", parts) == ("msgpack", raw)
+
+
+def test_frames_cut_short_or_foreign_pieces_are_refused() -> None:
+    serde = CompressingSerializer(threshold_bytes=64)
+    parts, _ = _pieces(serde, [chat(8), "x" * 40, chat(6)])
+    tag, data = serde.join("msgpack", parts)
+    assert tag == "msgpack~zstd-frames"
+    with pytest.raises(Exception, match="truncated|error|frame"):
+        serde.loads_typed((tag, data[:-5]))
+    with pytest.raises(Exception):  # noqa: B017  (zstandard's own error: garbage after the last frame)
+        serde.loads_typed((tag, data + b"\x00\x01\x02\x03\x04\x05"))
+    with pytest.raises(ValueError, match="not a piece"):
+        serde.join("msgpack", [("pickle~zstd", b"\x00")])

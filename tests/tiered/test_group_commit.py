@@ -28,7 +28,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from langgraph.checkpoint.bounded import TieredSaver, UnstorableWriteError, WriteBack, WriteThrough
+from langgraph.checkpoint.bounded import (
+    CompressingSerializer,
+    TieredSaver,
+    UnstorableWriteError,
+    WriteBack,
+    WriteThrough,
+)
 from langgraph.checkpoint.bounded.tiered import group_commit
 from langgraph.checkpoint.bounded.tiered.backends.sqlite import SqliteBackend
 from tests.support.durable_savers import cluster_fixture
@@ -130,25 +136,31 @@ POSTGRES_TABLES = {
 
 
 class _Counting:
-    """A serde that counts its ``dumps_typed`` calls (what the saver serializes again)."""
+    """A copy of a serde that counts its ``dumps_typed`` calls (what the saver serializes again), patched on the
+    copy so that it keeps its class (``spliced`` splices only for the serializers it knows), while the hot tier
+    keeps the original."""
 
     def __init__(self, serde: Any) -> None:
-        self.serde, self.dumps = serde, 0
+        self.dumps = 0
+        self.serde = copy.copy(serde)
+        dumps = self.serde.dumps_typed
 
-    def dumps_typed(self, obj: Any) -> Any:
-        self.dumps += 1
-        return self.serde.dumps_typed(obj)
+        def counted(obj: Any) -> Any:
+            self.dumps += 1
+            return dumps(obj)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.serde, name)
+        self.serde.dumps_typed = counted
 
 
 @asynccontextmanager
-async def _durable(kind: str, where: str, *, through: bool, pool: bool = False) -> AsyncIterator[Any]:
+async def _durable(
+    kind: str, where: str, *, through: bool, pool: bool = False, serde: Any = None
+) -> AsyncIterator[Any]:
     """A fresh durable saver of ``kind`` (its own SQLite file, or PostgreSQL schema, named by ``where``), written
-    through its API when ``through``; over a ``psycopg_pool`` pool when ``pool``."""
+    through its API when ``through``; over a ``psycopg_pool`` pool when ``pool``; SQLite's with ``serde``."""
     if kind == "sqlite":
-        saver = (_through(SqliteSaver) if through else SqliteSaver)(sqlite3.connect(where, check_same_thread=False))
+        connection = sqlite3.connect(where, check_same_thread=False)
+        saver = (_through(SqliteSaver) if through else SqliteSaver)(connection, serde=serde)
         yield saver
         saver.conn.close()
         return
@@ -156,7 +168,7 @@ async def _durable(kind: str, where: str, *, through: bool, pool: bool = False) 
         import aiosqlite
 
         async with aiosqlite.connect(where) as connection:
-            saver = (_through(AsyncSqliteSaver) if through else AsyncSqliteSaver)(connection)
+            saver = (_through(AsyncSqliteSaver) if through else AsyncSqliteSaver)(connection, serde=serde)
             await saver.setup()
             yield saver
         return
@@ -191,6 +203,16 @@ async def _durable(kind: str, where: str, *, through: bool, pool: bool = False) 
         saver = async_class(connection)
         await saver.setup()
         yield saver
+
+
+def _unspliced(calls: list[tuple[str, tuple[Any, ...]]]) -> int:
+    """The puts whose checkpoint holds a value JsonPlusSerializer does not store as msgpack (bytes): those
+    ``spliced`` leaves to the saver's serde, which serializes the checkpoint whole."""
+    return sum(
+        method == "put"
+        and any(_SERDE.dumps_typed(value)[0] not in ("msgpack", "null") for value in arguments[1]["channel_values"].values())
+        for method, arguments in calls
+    )
 
 
 def _where(kind: str, name: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
@@ -269,22 +291,24 @@ async def _feed(target: Any, calls: list[tuple[str, tuple[Any, ...]]], use_async
 
 
 async def _written(
-    kind: str, where: str, calls: list[tuple[str, tuple[Any, ...]]], mode: str, pool: bool = False
+    kind: str, where: str, calls: list[tuple[str, tuple[Any, ...]]], mode: str, pool: bool = False, serde: Any = None
 ) -> tuple[int, bool, int]:
     """Write the calls over a fresh durable saver of ``kind``: ``mode`` ``"batch"`` (write-back, flushed by group
     commit), ``"api"`` (write-back over a saver written through its API), ``"through"`` (write-through), or
     ``"stock"`` (the saver alone). Return (writes flushed, grouped, values the saver serialized again)."""
     use_async = kind.startswith("async")
-    async with _durable(kind, where, through=mode == "api", pool=pool) as durable:
+    async with _durable(kind, where, through=mode == "api", pool=pool, serde=serde) as durable:
         if mode == "stock":
             await _feed(durable, calls, use_async)
             return 0, False, 0
         tiered = TieredSaver(durable, write=BACK if mode in ("batch", "api") else WriteThrough())
         if mode == "through":
-            counting = durable.serde = _Counting(durable.serde)
+            counting = _Counting(durable.serde)
+            durable.serde = counting.serde
         await _feed(tiered, calls, use_async)
         if mode != "through":
-            counting = durable.serde = _Counting(durable.serde)
+            counting = _Counting(durable.serde)
+            durable.serde = counting.serde
         flushed = await tiered.aflush() if use_async else tiered.flush()
         tiered.check()
         return flushed, group_commit.groupable(tiered._tiers.durable), counting.dumps
@@ -302,13 +326,14 @@ def test_group_commit_writes_the_rows_the_savers_own_put_writes(
         rows[mode] = _rows(kind, where)
     sql = kind.removeprefix("async_")
     puts = sum(method == "put" for method, _ in calls)
-    # SQLite's checkpoint row holds every value: each checkpoint is serialized whole, once; PostgreSQL's blobs and
-    # every write go in as the hot tier encoded them
-    assert outcomes["batch"] == (len(calls), True, puts if sql == "sqlite" else 0)
     assert outcomes["api"][:2] == (len(calls), False)  # every call flushed, through the saver's API
     assert all(rows["api"].values())  # something in every table
     for table in rows["api"]:
         assert rows["batch"][table] == rows["api"][table], table
+    # PostgreSQL's blobs and every write go in as the hot tier encoded them; SQLite's checkpoint row, which holds
+    # every value, is spliced from them (``spliced``) except where a value is not msgpack (bytes): serialized whole
+    assert outcomes["batch"] == (len(calls), True, _unspliced(calls) if sql == "sqlite" else 0)
+    assert puts > 50 > _unspliced(calls)
 
 
 @pytest.mark.parametrize(
@@ -325,10 +350,52 @@ def test_write_through_writes_the_rows_of_the_savers_own_put_writes(
         outcomes[mode] = asyncio.run(_written(kind, where, calls, mode, pool))
         rows[mode] = _rows(kind, where)
     puts = sum(method == "put" for method, _ in calls)
-    assert outcomes["through"] == (0, True, puts if kind.endswith("sqlite") else 0)
     assert all(rows["stock"].values())
     for table in rows["stock"]:
         assert rows["through"][table] == rows["stock"][table], table
+    assert outcomes["through"] == (0, True, _unspliced(calls) if kind.endswith("sqlite") else 0)
+    assert puts > 50 > _unspliced(calls)
+
+
+def _long_chat(calls: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """The calls, and a thread whose message list grows past the compression threshold: values the hot tier
+    stores compressed, which the SQLite row keeps as their frames."""
+    more = list(calls)
+    parent = None
+    for turn in range(6):
+        text = [f"turn {index}: the assistant looks the forecast up and answers the user. " * 8 for index in range(turn)]
+        checkpoint = make_checkpoint({"messages": text, "turn": turn}, {"messages": f"{turn + 1:08d}.0", "turn": "1"})
+        more.append(("put", (config("long-chat", "", parent), checkpoint, {"step": turn}, {"messages": f"{turn + 1:08d}.0"})))
+        more.append(("put_writes", (config("long-chat", "", checkpoint["id"]), [("messages", text[-1:])], f"t{turn}", "")))
+        parent = checkpoint["id"]
+    return more
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "async_sqlite"])
+@pytest.mark.parametrize("mode", ["batch", "through"])
+def test_compressed_sqlite_rows_keep_the_hot_tiers_frames_and_read_as_the_savers_own(
+    kind: str, mode: str, calls: list[tuple[str, tuple[Any, ...]]], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Under ``CompressingSerializer``, a spliced row is the hot tier's zstd frames one after the other: not the
+    saver's bytes, but the same checkpoint once read, and nothing is serialized (nor compressed) twice."""
+    more = _long_chat(calls)
+    rows, outcomes = {}, {}
+    reference = "api" if mode == "batch" else "stock"  # write-back's replay through the API, or the saver alone
+    for written in (mode, reference):
+        where = _where(kind, f"compressed_{kind}_{written}", tmp_path, request)
+        serde = CompressingSerializer(threshold_bytes=0)
+        outcomes[written] = asyncio.run(_written(kind, where, more, written, serde=serde))
+        rows[written] = _rows(kind, where)
+    assert outcomes[mode][1:] == (True, _unspliced(more))
+    assert rows[mode]["writes"] == rows[reference]["writes"]
+    reader = CompressingSerializer()
+    decoded = {
+        written: [(*row[:4], _canonical(reader.loads_typed((row[4], row[5]))), row[6]) for row in found["checkpoints"]]
+        for written, found in rows.items()
+    }
+    assert decoded[mode] == decoded[reference]
+    tags = {row[4] for row in rows[mode]["checkpoints"]}
+    assert "msgpack~zstd-frames" in tags and "msgpack~zstd-frames" not in {row[4] for row in rows[reference]["checkpoints"]}
 
 
 # --- the orchestration: one transaction, a refused batch, a deleted parent -----------------------------------------

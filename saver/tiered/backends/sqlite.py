@@ -38,6 +38,7 @@ from .base import (
     kind_of,
 )
 from .generic import python_filter
+from .spliced import splicer
 from .sql import (
     SqlBackend,
     SqlDialect,
@@ -138,13 +139,20 @@ class _Statements(NamedTuple):
 def _statements(saver: Any, batch: Batch) -> _Statements:
     """The rows ``SqliteSaver.put`` and ``put_writes`` write for the batch's items: the checkpoint serialized
     whole by the saver's serde (values inline), its metadata as the saver's JSON; write rows as encoded.
-    Runtime complexity: decoding and serializing each checkpoint once."""
+    The checkpoint's bytes are spliced from the values the hot tier encoded (``spliced``), or, under a serializer
+    that cannot be spliced, serialized whole again. Runtime complexity: O(fields and channels) a checkpoint
+    spliced; decoding and serializing it otherwise."""
     rows = group_rows(batch.items)
     dumps = saver.serde.dumps_typed
+    splice = splicer(saver.serde)
     puts = []
     for put in rows.puts:
         given = put.given
-        kind, data = dumps(full_checkpoint(put, batch.loads) if given is None else given[1])
+        spliced = splice(put, batch.loads) if splice is not None else None
+        if spliced is not None:
+            kind, data = spliced
+        else:
+            kind, data = dumps(full_checkpoint(put, batch.loads) if given is None else given[1])
         merged = get_checkpoint_metadata(put.config(), batch.loads(put.metadata) if given is None else given[2])
         metadata = json.dumps(merged, ensure_ascii=False).encode("utf-8", "ignore")
         puts.append((put.thread_id, put.namespace, put.checkpoint_id, put.parent_id, kind, data, metadata))
