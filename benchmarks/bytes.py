@@ -75,7 +75,12 @@ from langgraph.checkpoint.bounded import (  # noqa: E402
 OUTPUT = HERE / "results" / "compression"
 USER_MESSAGE = {"messages": [{"role": "user", "content": "hi"}]}
 HOT = InMemoryCheckpointConfig(max_threads=10_000, max_total_bytes=1 << 30, max_checkpoint_bytes=8 << 20)
-MEMORY_BUDGETS = {"retention chat": 4 << 20, "English chat": 4 << 20, "agent chat": 4 << 20, "tool outputs + images": 16 << 20}
+MEMORY_BUDGETS = {
+    "retention chat": 4 << 20,
+    "English chat": 4 << 20,
+    "agent chat": 4 << 20,
+    "tool outputs + images": 16 << 20,
+}
 """The memory saver's ``max_total_bytes`` for threads of 8 turns; longer threads get it scaled (``budget``)."""
 
 
@@ -162,9 +167,7 @@ def build_agent_chat(checkpointer: Any) -> Any:
     builder.add_node("agent", agent)
     builder.add_node("tools", tools)
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges(
-        "agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END]
-    )
+    builder.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer)
 

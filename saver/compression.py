@@ -30,7 +30,6 @@ that names the codec and the extra to install.
 from __future__ import annotations
 
 import importlib
-import threading
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,6 +78,10 @@ class _Functions:
     content_size: Callable[[bytes], int]
 
 
+_IDLE = 16
+"""Idle zstd contexts kept for reuse, per level (a context holds about 1 MiB at level 1)."""
+
+
 def _zstd() -> _Functions | None:
     """zstd's functions: the standard library's (Python 3.14+), else ``zstandard``'s, else None."""
     try:
@@ -97,25 +100,36 @@ def _zstd() -> _Functions | None:
     except ImportError:
         return None
 
-    # A compressor costs about 10 µs to make, more than compressing a small value: one per OS thread and level
-    # (zstandard's objects must not be used by two threads at once).
-    local = threading.local()
+    # A context is costly to make and to warm: about 10 µs, and about 200 µs more where a thread uses a context of
+    # its own for the first time (page faults; LangGraph runs a sync graph's puts on new threads every run). So
+    # idle contexts are shared by every thread: taken off a list while in use (zstandard's objects must not be used
+    # by two threads at once; list.pop and list.append are atomic), put back after, at most _IDLE of each kept.
+    idle_compressors: dict[int, list[Any]] = {}
+    idle_decompressors: list[Any] = []
 
     def compress(data: bytes, level: int) -> bytes:
-        compressors = getattr(local, "compressors", None)
-        if compressors is None:
-            compressors = local.compressors = {}
-        compressor = compressors.get(level)
-        if compressor is None:
-            compressor = compressors[level] = zstandard.ZstdCompressor(level=level)
-        return bytes(compressor.compress(data))
+        idle = idle_compressors.get(level)
+        if idle is None:
+            idle = idle_compressors.setdefault(level, [])
+        try:
+            compressor = idle.pop()
+        except IndexError:
+            compressor = zstandard.ZstdCompressor(level=level)
+        compressed: bytes = compressor.compress(data)
+        if len(idle) < _IDLE:
+            idle.append(compressor)
+        return compressed
 
     def decompress(data: bytes) -> bytes:
-        decompressor = getattr(local, "decompressor", None)
-        if decompressor is None:
-            decompressor = local.decompressor = zstandard.ZstdDecompressor()
+        try:
+            decompressor = idle_decompressors.pop()
+        except IndexError:
+            decompressor = zstandard.ZstdDecompressor()
         # The frame holds its content size (ZstdCompressor.compress writes it), so one call suffices.
-        return bytes(decompressor.decompress(data))
+        content: bytes = decompressor.decompress(data)
+        if len(idle_decompressors) < _IDLE:
+            idle_decompressors.append(decompressor)
+        return content
 
     def decompress_frames(data: bytes) -> bytes:
         # One frame at a time: zstandard's read_across_frames returns a truncated last frame's part without a word.

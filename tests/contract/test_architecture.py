@@ -88,7 +88,7 @@ RETENTION_LAYERS = [
 BACKEND_LAYERS = [
     {"__init__"},  # the exports, and backend_for
     {"sqlite", "postgres"},  # one module per SQL saver family
-    {"sql"},  # what they share: the statements, their drivers, the schema check
+    {"sql", "spliced"},  # what they share: statements, drivers, the schema check; SQLite rows from hot bytes
     {"generic"},  # any other saver, through its API; InMemorySaver
     {"base"},  # the interface and its values
 ]

@@ -210,7 +210,9 @@ def _unspliced(calls: list[tuple[str, tuple[Any, ...]]]) -> int:
     ``spliced`` leaves to the saver's serde, which serializes the checkpoint whole."""
     return sum(
         method == "put"
-        and any(_SERDE.dumps_typed(value)[0] not in ("msgpack", "null") for value in arguments[1]["channel_values"].values())
+        and any(
+            _SERDE.dumps_typed(value)[0] not in ("msgpack", "null") for value in arguments[1]["channel_values"].values()
+        )
         for method, arguments in calls
     )
 
@@ -363,10 +365,16 @@ def _long_chat(calls: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tupl
     more = list(calls)
     parent = None
     for turn in range(6):
-        text = [f"turn {index}: the assistant looks the forecast up and answers the user. " * 8 for index in range(turn)]
+        text = [
+            f"turn {index}: the assistant looks the forecast up and answers the user. " * 8 for index in range(turn)
+        ]
         checkpoint = make_checkpoint({"messages": text, "turn": turn}, {"messages": f"{turn + 1:08d}.0", "turn": "1"})
-        more.append(("put", (config("long-chat", "", parent), checkpoint, {"step": turn}, {"messages": f"{turn + 1:08d}.0"})))
-        more.append(("put_writes", (config("long-chat", "", checkpoint["id"]), [("messages", text[-1:])], f"t{turn}", "")))
+        more.append(
+            ("put", (config("long-chat", "", parent), checkpoint, {"step": turn}, {"messages": f"{turn + 1:08d}.0"}))
+        )
+        more.append(
+            ("put_writes", (config("long-chat", "", checkpoint["id"]), [("messages", text[-1:])], f"t{turn}", ""))
+        )
         parent = checkpoint["id"]
     return more
 
@@ -395,7 +403,9 @@ def test_compressed_sqlite_rows_keep_the_hot_tiers_frames_and_read_as_the_savers
     }
     assert decoded[mode] == decoded[reference]
     tags = {row[4] for row in rows[mode]["checkpoints"]}
-    assert "msgpack~zstd-frames" in tags and "msgpack~zstd-frames" not in {row[4] for row in rows[reference]["checkpoints"]}
+    assert "msgpack~zstd-frames" in tags and "msgpack~zstd-frames" not in {
+        row[4] for row in rows[reference]["checkpoints"]
+    }
 
 
 # --- the orchestration: one transaction, a refused batch, a deleted parent -----------------------------------------
