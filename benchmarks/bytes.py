@@ -212,9 +212,17 @@ class Backend:
     def size(self) -> dict[str, int]:
         if self.database is not None:
             found = self.database.size()
+            with self.saver.conn.cursor() as cursor:
+                values = [cursor.execute(query).fetchone() for query in VALUE_BYTES]
             self.saver.conn.close()
             self.database.drop()
-            return {"rows": found["rows"], "disk_bytes": found["disk_bytes"], "row_bytes": found["row_bytes"]}
+            return {
+                "rows": found["rows"],
+                "disk_bytes": found["disk_bytes"],
+                "row_bytes": found["row_bytes"],
+                "serialized_value_bytes": sum(int(next(iter(row.values())) or 0) for row in values[:2]),
+                "stored_value_bytes": sum(int(next(iter(row.values())) or 0) for row in values[2:]),
+            }
         connection = self.saver.conn
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         connection.execute("VACUUM")
@@ -222,6 +230,15 @@ class Backend:
         found = sqlite_size(self.path)(False)
         connection.close()
         return {"rows": found["checkpoints"] + found["writes"], "disk_bytes": found["disk_bytes"]}
+
+
+VALUE_BYTES = [
+    f"SELECT sum({measure}(blob)) FROM {table}"
+    for measure in ("octet_length", "pg_column_size")
+    for table in ("checkpoint_blobs", "checkpoint_writes")
+]
+"""PostgreSQL's serialized values (blobs and writes): their length as the serializer wrote them
+(``octet_length``) and as stored (``pg_column_size``, after TOAST's pglz)."""
 
 
 def tiered_or_plain(name: str, durable: Any) -> Any:
@@ -274,6 +291,29 @@ def durable_run(kind: str, workload: str, threads: int, turns: int, server: str 
 # --- the memory saver ------------------------------------------------------------------------------------------
 
 
+def memory_turns(workload: str, threads: int, turns: int) -> dict[str, Any]:
+    """The memory saver's turns, compression off and on, interleaved as ``durable_run`` interleaves (no eviction:
+    a budget of 1 GiB): per-step on/off ratios, and CPU per turn."""
+    apps = {
+        name: WORKLOADS[workload](BoundedInMemorySaver(config=HOT, serde=serde(f", {name}"))) for name in ("off", "on")
+    }
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    cpu = {"off": 0.0, "on": 0.0}
+    for step in range(turns * threads):
+        for name in ("off", "on") if step % 2 else ("on", "off"):
+            began_cpu, began = time.process_time(), time.perf_counter()
+            apps[name].invoke(USER_MESSAGE, config(step % threads))
+            times[name].append(time.perf_counter() - began)
+            cpu[name] += time.process_time() - began_cpu
+    ratios = [on / off for on, off in zip(times["on"], times["off"], strict=True)]
+    quartiles = statistics.quantiles(ratios, n=4)
+    return {
+        "latency on/off": [statistics.median(ratios), quartiles[0], quartiles[2], len(ratios)],
+        "mean on/off": statistics.fmean(times["on"]) / statistics.fmean(times["off"]),
+        "cpu_ms_per_turn": {name: cpu[name] / len(times[name]) * 1000 for name in cpu},
+    }
+
+
 def memory_run(workload: str, threads: int, turns: int) -> dict[str, Any]:
     """Threads one after the other under one ``max_total_bytes``, off and on; what each held at the end."""
     found: dict[str, Any] = {}
@@ -288,6 +328,7 @@ def memory_run(workload: str, threads: int, turns: int) -> dict[str, Any]:
             thread += 1
         stats = saver.stats()
         found[name] = {"threads": stats.threads, "total_bytes": stats.total_bytes, "written": thread}
+    found["turns"] = memory_turns(workload, threads, turns)
     return found
 
 
@@ -311,9 +352,11 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         "",
         f"* Workloads: {shape['threads']} threads x {shape['turns']} turns of each of: **retention chat** (the "
         "retention benchmark's tool-calling chat, `benchmarks/test_graph.py`: 7 new messages a turn of random "
-        "letters); **English chat** (the same shape, English-like text from `compression.sentence`); **tool outputs "
-        "+ images** (the same, the tool returning an 8 KB English-like document every turn and a 24 KB base64 "
-        "image of random bytes every other turn).",
+        "letters); **English chat** (the same shape, English-like text from `compression.sentence`, the messages "
+        "plain dicts); **agent chat** (`MessagesState`'s shape: LangChain messages through `add_messages`, with "
+        "uuid ids, tool calls, response and usage metadata, English-like text; 4 messages a turn); **tool outputs "
+        "+ images** (the English chat, the tool returning an 8 KB English-like document every turn and a 24 KB "
+        "base64 image of random bytes every other turn).",
         "* Savers, per backend, compression off (the default serializer) and on (`CompressingSerializer()`, its "
         "defaults, as the durable saver's `serde`): the durable saver alone (`plain`) and `TieredSaver` over it "
         "(`tiered`, write-through), and `write less, on`: `TieredSaver` write-back with "
@@ -331,7 +374,8 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         "* The memory saver: `BoundedInMemorySaver(max_total_bytes=...)` (for threads of 8 turns 4 MiB for the "
         "chats, 16 MiB for tool outputs + images; scaled by (turns / 8)^2 for longer threads), threads of "
         f"{shape['turns']} turns one after the other until {2 * shape['threads']} were evicted; the threads it held "
-        "then.",
+        "then. Its turns: the same workload again on two savers (off, on) with room for every thread, interleaved "
+        "as above (each step one turn of one thread on both, the order alternating).",
         "",
     ]
     verdicts: list[str] = []
@@ -355,6 +399,16 @@ def report(results: dict[str, Any], output: Path | None) -> str:
                     + f" | {row_bytes} | {one['turn_ms_median']:.2f} ms | {one['turn_ms_mean']:.2f} ms | "
                     f"{one['cpu_ms_per_turn']:.2f} ms |"
                 )
+            if "serialized_value_bytes" in found["plain, off"]:
+                off, on = found["plain, off"], found["plain, on"]
+                verdicts.append(
+                    f"{kind}, {workload}, plain: the values (blobs and writes) as the serializer wrote them, off "
+                    f"{mib(off['serialized_value_bytes'])}, on {mib(on['serialized_value_bytes'])} "
+                    f"({off['serialized_value_bytes'] / max(on['serialized_value_bytes'], 1):.2f}x fewer); as stored, "
+                    f"after TOAST: off {mib(off['stored_value_bytes'])} (pglz: "
+                    f"{off['serialized_value_bytes'] / max(off['stored_value_bytes'], 1):.2f}x), on "
+                    f"{mib(on['stored_value_bytes'])}"
+                )
             latest, everything = found[WRITE_LESS], found["tiered, off"]
             verdicts.append(
                 f"{kind}, {workload}, write less + compression: {everything['disk_bytes'] / latest['disk_bytes']:.2f}x "
@@ -377,17 +431,25 @@ def report(results: dict[str, Any], output: Path | None) -> str:
     lines += [
         "## The memory saver under one byte budget",
         "",
-        "| workload | threads held, off | on | total_bytes off | on | threads written |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| workload | threads held, off | on | total_bytes off | on | threads written | turn on/off, median "
+        "(quartiles) | mean | CPU/turn off | on |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for workload, found in results["memory"].items():
+        turns = found["turns"]
+        ratio, low, high, _ = turns["latency on/off"]
+        cpu = turns["cpu_ms_per_turn"]
         lines.append(
             f"| {workload} | {found['off']['threads']} | {found['on']['threads']} | {mib(found['off']['total_bytes'])} "
-            f"| {mib(found['on']['total_bytes'])} | {found['off']['written']} / {found['on']['written']} |"
+            f"| {mib(found['on']['total_bytes'])} | {found['off']['written']} / {found['on']['written']} "
+            f"| {ratio:.3f} ({low:.3f}-{high:.3f}) | {turns['mean on/off']:.3f} | {cpu['off']:.2f} ms "
+            f"| {cpu['on']:.2f} ms |"
         )
         verdicts.append(
             f"memory saver, {workload}: {found['on']['threads'] / max(found['off']['threads'], 1):.2f}x the threads "
-            f"under {budget(workload, results['shape']['turns']) >> 20} MiB"
+            f"under {budget(workload, results['shape']['turns']) >> 20} MiB; a turn on/off: median of the per-step "
+            f"ratios {ratio:.3f}, mean turns {turns['mean on/off']:.3f}, CPU per turn {cpu['on'] / cpu['off']:.3f} "
+            f"(target <= 1.05: **{'holds' if max(ratio, turns['mean on/off']) <= 1.05 else 'does not hold'}**)"
         )
     lines += ["", "## The issue's targets, as measured", "", *(f"* {line}" for line in verdicts), ""]
     lines += [
