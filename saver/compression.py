@@ -20,6 +20,11 @@ tagged value and hands the rest to the inner serializer untouched. So:
   and a byte budget holds more threads; ``TieredSaver`` uses its durable
   saver's serializer for both tiers, so both hold the compressed form.
 
+A value made of pieces this serializer already wrote (``join``: ``TieredSaver``'s
+SQLite rows, spliced from its hot tier's values) keeps their zstd frames, one
+after the other, tagged ``"<inner tag>~zstd-frames"``; ``loads_typed`` reads
+them one frame at a time and refuses a truncated one.
+
 Codecs: ``"zstd"`` (the ``compression`` extra, ``zstandard``; Python 3.14's
 standard ``compression.zstd`` where there is one) or ``"zlib"`` (the standard
 library, always there). The default is zstd when it is installed, else zlib.
