@@ -44,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from base64 import b64encode
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -51,8 +52,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import _messages_delta_reducer, add_messages
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the benchmarks' helpers, when imported from elsewhere
@@ -79,15 +81,18 @@ MEMORY_BUDGETS = {
     "retention chat": 4 << 20,
     "English chat": 4 << 20,
     "agent chat": 4 << 20,
+    "agent chat, DeltaChannel": 1 << 20,
     "tool outputs + images": 16 << 20,
 }
 """The memory saver's ``max_total_bytes`` for threads of 8 turns; longer threads get it scaled (``budget``)."""
+LINEAR = {"agent chat, DeltaChannel"}  # a thread's bytes grow with its turns, not their square
 
 
 def budget(workload: str, turns: int) -> int:
     """The byte budget for threads of ``turns`` turns: a thread's bytes grow with the square of its turns (each
-    checkpoint holds every message so far), so the budget holds about as many threads whatever their length."""
-    return int(MEMORY_BUDGETS[workload] * max(1.0, (turns / 8) ** 2))
+    checkpoint holds every message so far; with its turns under ``DeltaChannel``), so the budget holds about as
+    many threads whatever their length."""
+    return int(MEMORY_BUDGETS[workload] * max(1.0, (turns / 8) ** (1 if workload in LINEAR else 2)))
 
 
 def english(rng: random.Random, size: int) -> str:
@@ -131,17 +136,29 @@ class AgentChat(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def build_agent_chat(checkpointer: Any) -> Any:
+class DeltaAgentChat(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer)]
+
+
+def build_agent_chat(checkpointer: Any, *, delta: bool = False) -> Any:
     """A tool-calling agent's thread as ``MessagesState`` stores it: LangChain messages through ``add_messages``
     (which gives each message a uuid4 id), English-like text. A turn: the user's question, the model's reply
     asking for a tool (with the ``tool_calls``, ``response_metadata`` and ``usage_metadata`` a chat model
-    returns), the tool's result, the model's answer: four messages, about 1.8 KB of text."""
+    returns), the tool's result, the model's answer: four messages, about 1.8 KB of text.
+
+    ``delta``: the same messages in LangGraph's ``DeltaChannel`` (beta) with its messages reducer, which stores
+    each step's new messages rather than the whole list (and the whole list every 100 updates); its reducer
+    gives no ids, so the nodes do."""
     rng = random.Random(3)
+
+    def ids() -> str | None:
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4)) if delta else None
 
     def model_reply(text: str, calls: list[dict[str, Any]]) -> AIMessage:
         usage = {"input_tokens": rng.randint(200, 8000), "output_tokens": rng.randint(20, 600)}
         return AIMessage(
             text,
+            id=ids(),
             tool_calls=calls,
             response_metadata={
                 "model_name": "gpt-4o-2024-08-06",
@@ -152,18 +169,18 @@ def build_agent_chat(checkpointer: Any) -> Any:
             usage_metadata={**usage, "total_tokens": usage["input_tokens"] + usage["output_tokens"]},
         )
 
-    def agent(state: AgentChat) -> dict[str, Any]:
+    def agent(state: dict[str, Any]) -> dict[str, Any]:  # not AgentChat: its channel would clash with the delta's
         last = state["messages"][-1]
         if isinstance(last, ToolMessage):
             return {"messages": [model_reply(english(rng, 700), [])]}
         call = {"name": "search", "args": {"query": english(rng, 60)}, "id": f"call_{rng.getrandbits(120):030x}"}
         return {"messages": [model_reply(english(rng, 200), [call])]}
 
-    def tools(state: AgentChat) -> dict[str, Any]:
+    def tools(state: dict[str, Any]) -> dict[str, Any]:
         call = state["messages"][-1].tool_calls[0]
-        return {"messages": [ToolMessage(english(rng, 700), tool_call_id=call["id"], name=call["name"])]}
+        return {"messages": [ToolMessage(english(rng, 700), tool_call_id=call["id"], name=call["name"], id=ids())]}
 
-    builder = StateGraph(AgentChat)
+    builder = StateGraph(DeltaAgentChat if delta else AgentChat)
     builder.add_node("agent", agent)
     builder.add_node("tools", tools)
     builder.add_edge(START, "agent")
@@ -176,6 +193,7 @@ WORKLOADS: dict[str, Callable[[Any], Any]] = {
     "retention chat": build_retention_chat,
     "English chat": lambda saver: build_chat(saver, heavy=False),
     "agent chat": build_agent_chat,
+    "agent chat, DeltaChannel": lambda saver: build_agent_chat(saver, delta=True),
     "tool outputs + images": lambda saver: build_chat(saver, heavy=True),
 }
 SAVERS = ("plain, off", "plain, on", "tiered, off", "tiered, on", "write less, on")
@@ -339,6 +357,34 @@ def mib(value: float) -> str:
     return f"{value / (1 << 20):.2f} MiB"
 
 
+def delta_verdicts(results: dict[str, Any]) -> list[str]:
+    """The agent chat under ``DeltaChannel`` against the same chat storing its whole list: bytes, and turns."""
+    whole, delta = "agent chat", "agent chat, DeltaChannel"
+    found: list[str] = []
+    for kind, by_workload in results["durable"].items():
+        if whole in by_workload and delta in by_workload:
+            for name in ("plain, off", "plain, on"):
+                a, b = by_workload[whole][name], by_workload[delta][name]
+                found.append(
+                    f"{kind}, {name}: `DeltaChannel` stored the agent chat in "
+                    f"{a['disk_bytes'] / max(b['disk_bytes'], 1):.1f}x fewer bytes on disk than the whole list, "
+                    f"CPU per turn {b['cpu_ms_per_turn'] / a['cpu_ms_per_turn']:.2f}x"
+                )
+    memory = results["memory"]
+    if whole in memory and delta in memory:
+        for name in ("off", "on"):
+            per_thread = {
+                w: memory[w][name]["total_bytes"] / max(memory[w][name]["threads"], 1) for w in (whole, delta)
+            }
+            cpu = {w: memory[w]["turns"]["cpu_ms_per_turn"][name] for w in (whole, delta)}
+            found.append(
+                f"memory saver, compression {name}: `DeltaChannel` held a thread in "
+                f"{per_thread[whole] / per_thread[delta]:.1f}x fewer bytes than the whole list, CPU per turn "
+                f"{cpu[delta] / cpu[whole]:.2f}x"
+            )
+    return found
+
+
 def report(results: dict[str, Any], output: Path | None) -> str:
     shape = results["shape"]
     lines = [
@@ -354,7 +400,9 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         "retention benchmark's tool-calling chat, `benchmarks/test_graph.py`: 7 new messages a turn of random "
         "letters); **English chat** (the same shape, English-like text from `compression.sentence`, the messages "
         "plain dicts); **agent chat** (`MessagesState`'s shape: LangChain messages through `add_messages`, with "
-        "uuid ids, tool calls, response and usage metadata, English-like text; 4 messages a turn); **tool outputs "
+        "uuid ids, tool calls, response and usage metadata, English-like text; 4 messages a turn); **agent chat, "
+        "DeltaChannel** (the same messages in LangGraph's `DeltaChannel` (beta), which stores each step's new "
+        "messages and the whole list every 100 updates); **tool outputs "
         "+ images** (the English chat, the tool returning an 8 KB English-like document every turn and a 24 KB "
         "base64 image of random bytes every other turn).",
         "* Savers, per backend, compression off (the default serializer) and on (`CompressingSerializer()`, its "
@@ -372,7 +420,8 @@ def report(results: dict[str, Any], output: Path | None) -> str:
         "values over about 2 KB with pglz, so compression-off rows there are partly compressed), and **row bytes**, "
         "the sum of `pg_column_size` of the rows (the data alone, without pages and indexes). Rows: `count(*)`.",
         "* The memory saver: `BoundedInMemorySaver(max_total_bytes=...)` (for threads of 8 turns 4 MiB for the "
-        "chats, 16 MiB for tool outputs + images; scaled by (turns / 8)^2 for longer threads), threads of "
+        "chats, 16 MiB for tool outputs + images, 1 MiB for the DeltaChannel chat; scaled by (turns / 8)^2 for longer "
+        "threads, linearly for the DeltaChannel chat), threads of "
         f"{shape['turns']} turns one after the other until {2 * shape['threads']} were evicted; the threads it held "
         "then. Its turns: the same workload again on two savers (off, on) with room for every thread, interleaved "
         "as above (each step one turn of one thread on both, the order alternating).",
@@ -451,6 +500,7 @@ def report(results: dict[str, Any], output: Path | None) -> str:
             f"ratios {ratio:.3f}, mean turns {turns['mean on/off']:.3f}, CPU per turn {cpu['on'] / cpu['off']:.3f} "
             f"(target <= 1.05: **{'holds' if max(ratio, turns['mean on/off']) <= 1.05 else 'does not hold'}**)"
         )
+    verdicts += delta_verdicts(results)
     lines += ["", "## The issue's targets, as measured", "", *(f"* {line}" for line in verdicts), ""]
     lines += [
         "## Notes on the workloads",
