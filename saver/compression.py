@@ -98,7 +98,7 @@ def _zstd() -> _Functions | None:
             lambda data, level: standard.compress(data, level),
             standard.decompress,
             standard.decompress,
-            lambda frame: int(standard.get_frame_info(frame).decompressed_size),
+            lambda frame: -1 if (size := standard.get_frame_info(frame).decompressed_size) is None else int(size),
         )
     try:
         zstandard: Any = importlib.import_module("zstandard")
@@ -126,11 +126,14 @@ def _zstd() -> _Functions | None:
         return compressed
 
     def decompress(data: bytes) -> bytes:
+        # A frame of ours holds its content size (ZstdCompressor.compress writes it), so one call suffices; one that
+        # does not (another writer's) is read as a stream.
+        if zstandard.frame_content_size(data) < 0:
+            return decompress_frames(data)
         try:
             decompressor = idle_decompressors.pop()
         except IndexError:
             decompressor = zstandard.ZstdDecompressor()
-        # The frame holds its content size (ZstdCompressor.compress writes it), so one call suffices.
         content: bytes = decompressor.decompress(data)
         if len(idle_decompressors) < _IDLE:
             idle_decompressors.append(decompressor)
@@ -298,7 +301,8 @@ class CompressingSerializer(SerializerProtocol):
                         stored.append(self._compress(b"".join(run), self.level))
                         run = []
                     stored.append(part[1])
-                    size += content_size(part[1])
+                    known = content_size(part[1])  # -1: a frame that does not say (not one of ours)
+                    size += known if known >= 0 else -(1 << 62)
                 else:
                     run.append(self._inner_bytes(inner_tag, part))
                     size += len(run[-1])

@@ -237,3 +237,13 @@ def test_frames_cut_short_or_foreign_pieces_are_refused() -> None:
         serde.loads_typed((tag, data + b"\x00\x01\x02\x03\x04\x05"))
     with pytest.raises(ValueError, match="not a piece"):
         serde.join("msgpack", [("pickle~zstd", b"\x00")])
+
+
+def test_join_opens_a_frame_that_does_not_say_its_size() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    serde = CompressingSerializer(threshold_bytes=64)
+    raw = JsonPlusSerializer().dumps_typed(chat(8))[1]
+    silent = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(raw)
+    parts: list[Any] = [b"\x92", ("msgpack~zstd", silent), JsonPlusSerializer().dumps_typed(7)[1]]
+    tag, data = serde.join("msgpack", parts)
+    assert tag == "msgpack~zstd" and serde.loads_typed((tag, data)) == [chat(8), 7]  # opened, one frame again

@@ -7,21 +7,26 @@
   there and then).
 * Under ``CompressingSerializer``, the row reads back as the same checkpoint (zstd frames kept, or one zlib
   stream, byte for byte ``dumps_typed``'s).
-* What it cannot splice, it leaves to the caller (None): a bytes value, a serializer it does not know (a
-  subclass, ``EncryptedSerializer``).
+* What it cannot splice, it leaves to the caller (None): a bytes value, a value pickled under
+  ``pickle_fallback=True`` (also one the hot tier did not encode), a serializer it does not know (a subclass,
+  ``EncryptedSerializer``, an instance whose ``dumps_typed`` was replaced).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+import sqlite3
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
 
-from langgraph.checkpoint.bounded import CompressingSerializer
+from langgraph.checkpoint.bounded import CompressingSerializer, TieredSaver
 from langgraph.checkpoint.bounded.tiered.backends.base import BatchPut
 from langgraph.checkpoint.bounded.tiered.backends.spliced import splicer
 
@@ -101,6 +106,46 @@ def test_a_compressed_row_reads_back_as_the_checkpoint(codec: str, through: bool
     assert len(data) < len(PLAIN.dumps_typed(checkpoint)[1]) / 3
 
 
+class Frame:
+    """A value msgpack cannot encode and pickle can (a pandas DataFrame, say)."""
+
+    def __init__(self, rows: list[int]) -> None:
+        self.rows = rows
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Frame) and other.rows == self.rows
+
+
+class Table(TypedDict):
+    frame: Frame
+    steps: Annotated[int, operator.add]
+
+
+@pytest.mark.parametrize("write", ["through", "back"])
+def test_a_pickled_value_left_unchanged_is_left_to_the_savers_serializer(tmp_path: Any, write: str) -> None:
+    """Under ``pickle_fallback=True`` a value msgpack refuses is pickled, also when the hot tier did not encode it
+    (unchanged by the step): the row is then serialized whole, as ``SqliteSaver.put`` does (found by review: it
+    used to raise ``TypeError``)."""
+    builder = StateGraph(Table)
+    builder.add_node("first", lambda state: {"steps": 1})
+    builder.add_node("second", lambda state: {"steps": 1})
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.add_edge("second", END)
+    path = tmp_path / "pickles.db"
+    durable = SqliteSaver(
+        sqlite3.connect(path, check_same_thread=False), serde=JsonPlusSerializer(pickle_fallback=True)
+    )
+    thread = {"configurable": {"thread_id": "t"}}
+    with TieredSaver(durable, write=write) as tiered:  # type: ignore[arg-type]
+        assert builder.compile(checkpointer=tiered).invoke({"frame": Frame([1, 2]), "steps": 0}, thread) == {
+            "frame": Frame([1, 2]),
+            "steps": 2,
+        }
+    plain = SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=JsonPlusSerializer(pickle_fallback=True))
+    assert builder.compile(checkpointer=plain).get_state(thread).values == {"frame": Frame([1, 2]), "steps": 2}
+
+
 def test_what_cannot_be_spliced_is_left_to_the_caller() -> None:
     checkpoint = _checkpoint({"raw": b"\x00\x01", "text": "x"}, 3)
     splice = splicer(PLAIN)
@@ -111,10 +156,18 @@ def test_what_cannot_be_spliced_is_left_to_the_caller() -> None:
     class Custom(JsonPlusSerializer):
         pass
 
+    replaced = JsonPlusSerializer()
+    replaced.dumps_typed = lambda obj: ("msgpack", b"\xc0")  # type: ignore[method-assign]  # an instance's own
     key = b"0123456789abcdef"
-    for serde in (Custom(), EncryptedSerializer.from_pycryptodome_aes(key=key), CompressingSerializer(Custom())):
+    encrypted = EncryptedSerializer.from_pycryptodome_aes(key=key)
+    for serde in (Custom(), encrypted, CompressingSerializer(Custom()), replaced, CompressingSerializer(replaced)):
         assert splicer(serde) is None
     assert splicer(CompressingSerializer()) is not None
+    pickling = JsonPlusSerializer(pickle_fallback=True)
+    splice = splicer(pickling)
+    assert splice is not None
+    unchanged = _checkpoint({"frame": Frame([1]), "steps": 1}, 3)  # the hot tier encoded "steps" only
+    assert splice(_put(pickling, unchanged, {"steps"}, through=True), pickling.loads_typed) is None
 
 
 @pytest.mark.parametrize("channels", [0, 1, 15, 16, 65_535, 65_536])

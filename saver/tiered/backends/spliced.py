@@ -12,9 +12,15 @@ Under ``CompressingSerializer`` with zstd, a value the hot tier stored compresse
 (``CompressingSerializer.join``): the row is the value's frames one after the other (tagged ``~zstd-frames``),
 each read back by ``loads_typed``, so nothing is compressed twice either.
 
-Only for the serializers whose bytes this knows: ``JsonPlusSerializer`` itself (not a subclass) and
-``CompressingSerializer`` over it. Any other serializer, and a value the hot tier did not store as msgpack
-(bytes, pickle, an encrypted value), gets ``None``: the caller serializes the checkpoint whole, as before.
+Only for the serializers whose bytes this knows: ``JsonPlusSerializer`` itself (not a subclass, nor an
+instance whose ``dumps_typed`` was replaced) and ``CompressingSerializer`` over it. The fields and values the
+hot tier did not encode are encoded by that same serializer. Any other serializer, and a value not stored as
+msgpack (bytes; a pickle under ``pickle_fallback=True``; an encrypted value), gets ``None``: the caller
+serializes the checkpoint whole, as before.
+
+One difference remains, deliberately: ormsgpack refuses nesting past 255 levels in one call, and a channel
+value sits two levels down in the whole checkpoint. A value nested 253 or 254 deep, which ``SqliteSaver.put``
+would refuse (or pickle), is written here, and reads back intact.
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ __all__ = ["splicer"]
 
 _MSGPACK = "msgpack"
 _NIL = b"\xc0"  # msgpack's None: what JsonPlusSerializer stores as ("null", b"") stands for in a map
-_ENCODER = JsonPlusSerializer(pickle_fallback=False)  # its msgpack does not depend on an instance's settings
 _CHANNEL_VALUES = "channel_values"
 _CHANNEL_VALUES_KEY = b"\xaechannel_values"  # msgpack's fixstr of 14 bytes
 
 Part = bytes | Payload
+Dumps = Callable[[Any], Payload]
 Splice = Callable[[BatchPut, Callable[[Payload], Any]], Payload | None]
 
 
@@ -45,11 +51,12 @@ def splicer(serde: Any) -> Splice | None:
     serializer whose bytes this cannot make (the caller serializes whole). Runtime complexity: O(1)."""
     compressing = serde if type(serde) is CompressingSerializer else None
     inner = compressing.serde if compressing is not None else serde
-    if type(inner) is not JsonPlusSerializer:
+    if type(inner) is not JsonPlusSerializer or "dumps_typed" in vars(inner) or "dumps_typed" in vars(serde):
         return None
+    dumps = inner.dumps_typed
 
     def splice(put: BatchPut, loads: Callable[[Payload], Any]) -> Payload | None:
-        parts = _parts(put, loads)
+        parts = _parts(put, loads, dumps)
         if parts is None:
             return None
         if compressing is None:
@@ -59,17 +66,17 @@ def splicer(serde: Any) -> Splice | None:
     return splice
 
 
-def _parts(put: BatchPut, loads: Callable[[Payload], Any]) -> list[Part] | None:
+def _parts(put: BatchPut, loads: Callable[[Payload], Any], dumps: Dumps) -> list[Part] | None:
     """The row's msgpack, in pieces: the checkpoint map with ``channel_values`` where the saver's own ``put``
     would have it. Runtime complexity: O(fields + channels), plus encoding the values the hot tier did not."""
     if put.given is None:  # a write-back's replay: the skeleton's fields, then channel_values (full_checkpoint's order)
-        skeleton = _raw(put.skeleton, loads)
+        skeleton = _raw(put.skeleton, loads, dumps)
         if not skeleton:
             return None
         fields, body = _map_header_size(skeleton)
         if fields is None:
             return None
-        values = _values(put.values, None)
+        values = _values(put.values, None, dumps)
         if values is None:
             return None
         return [_map_header(fields + 1), skeleton[body:], _CHANNEL_VALUES_KEY, *values]
@@ -78,15 +85,15 @@ def _parts(put: BatchPut, loads: Callable[[Payload], Any]) -> list[Part] | None:
         return None
     keys = list(checkpoint)
     at = keys.index(_CHANNEL_VALUES)
-    before = _fields({key: checkpoint[key] for key in keys[:at]})
-    after = _fields({key: checkpoint[key] for key in keys[at + 1 :]})
-    values = _values(put.values, checkpoint[_CHANNEL_VALUES])
+    before = _fields({key: checkpoint[key] for key in keys[:at]}, dumps)
+    after = _fields({key: checkpoint[key] for key in keys[at + 1 :]}, dumps)
+    values = _values(put.values, checkpoint[_CHANNEL_VALUES], dumps)
     if before is None or after is None or values is None:
         return None
     return [_map_header(len(keys)), before, _CHANNEL_VALUES_KEY, *values, after]
 
 
-def _values(encoded: Mapping[str, Payload], objects: dict[str, Any] | None) -> list[Part] | None:
+def _values(encoded: Mapping[str, Payload], objects: dict[str, Any] | None, dumps: Dumps) -> list[Part] | None:
     """``channel_values``' map: each channel's name and its encoded value (``objects``: every channel, in the
     checkpoint's order, those the hot tier did not encode encoded now), or None for a value not in msgpack."""
     channels = encoded if objects is None else objects
@@ -97,7 +104,7 @@ def _values(encoded: Mapping[str, Payload], objects: dict[str, Any] | None) -> l
         payload = encoded.get(channel)
         if payload is None:
             assert objects is not None
-            payload = _ENCODER.dumps_typed(objects[channel])
+            payload = dumps(objects[channel])
         tag = payload[0]
         if tag == _MSGPACK:
             part: Part = payload[1]
@@ -114,23 +121,24 @@ def _values(encoded: Mapping[str, Payload], objects: dict[str, Any] | None) -> l
     return parts
 
 
-def _fields(fields: dict[str, Any]) -> bytes | None:
+def _fields(fields: dict[str, Any], dumps: Dumps) -> bytes | None:
     """A map's fields, encoded, without the map's header."""
-    tag, data = _ENCODER.dumps_typed(fields)
+    tag, data = dumps(fields)
     if tag != _MSGPACK:
         return None
     _, body = _map_header_size(data)
     return data[body:]
 
 
-def _raw(payload: Payload, loads: Callable[[Payload], Any]) -> bytes | None:
+def _raw(payload: Payload, loads: Callable[[Payload], Any], dumps: Dumps) -> bytes | None:
     """The msgpack bytes of an encoded skeleton (opened if the hot tier compressed it), or None."""
     tag, data = payload
     if tag == _MSGPACK:
         return data
     if tag.partition(SEPARATOR)[0] != _MSGPACK or SEPARATOR not in tag:
         return None
-    return _ENCODER.dumps_typed(loads(payload))[1]  # rare: a skeleton past the compression threshold
+    tag, data = dumps(loads(payload))  # rare: a skeleton past the compression threshold
+    return data if tag == _MSGPACK else None
 
 
 def _map_header(count: int) -> bytes:
