@@ -368,7 +368,8 @@ def delta_verdicts(results: dict[str, Any]) -> list[str]:
                 found.append(
                     f"{kind}, {name}: `DeltaChannel` stored the agent chat in "
                     f"{a['disk_bytes'] / max(b['disk_bytes'], 1):.1f}x fewer bytes on disk than the whole list, "
-                    f"CPU per turn {b['cpu_ms_per_turn'] / a['cpu_ms_per_turn']:.2f}x"
+                    f"CPU per turn {b['cpu_ms_per_turn'] / a['cpu_ms_per_turn']:.2f}x (the two workloads ran one "
+                    "after the other, not interleaved: a rough figure)"
                 )
     memory = results["memory"]
     if whole in memory and delta in memory:
@@ -380,7 +381,7 @@ def delta_verdicts(results: dict[str, Any]) -> list[str]:
             found.append(
                 f"memory saver, compression {name}: `DeltaChannel` held a thread in "
                 f"{per_thread[whole] / per_thread[delta]:.1f}x fewer bytes than the whole list, CPU per turn "
-                f"{cpu[delta] / cpu[whole]:.2f}x"
+                f"{cpu[delta] / cpu[whole]:.2f}x (not interleaved: a rough figure)"
             )
     return found
 
