@@ -84,7 +84,8 @@ class _Functions:
 
 
 _IDLE = 16
-"""Idle zstd contexts kept for reuse, per level (a context holds about 1 MiB at level 1)."""
+"""Idle zstd contexts kept for reuse, per level and for decompression: at most 16 of each. Measured (RSS, level 1,
+values of 170 KB): 16 compressors hold 2.9 MiB after use, 16 decompressors 1.3 MiB; higher levels hold more."""
 
 
 def _zstd() -> _Functions | None:
