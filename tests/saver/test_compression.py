@@ -247,3 +247,28 @@ def test_join_opens_a_frame_that_does_not_say_its_size() -> None:
     parts: list[Any] = [b"\x92", ("msgpack~zstd", silent), JsonPlusSerializer().dumps_typed(7)[1]]
     tag, data = serde.join("msgpack", parts)
     assert tag == "msgpack~zstd" and serde.loads_typed((tag, data)) == [chat(8), 7]  # opened, one frame again
+
+
+def test_threads_share_the_codec_contexts_without_mixing_values() -> None:
+    """zstd contexts are shared by every thread (LangGraph runs a sync graph's puts on new threads): each call
+    takes one off the idle list, so values compressed and read back from 8 threads at once never mix."""
+    import threading
+
+    serde = CompressingSerializer(threshold_bytes=64)
+    failures: list[str] = []
+    start = threading.Barrier(8)
+
+    def work(index: int) -> None:
+        start.wait()
+        for round_ in range(150):
+            value = {"thread": index, "round": round_, "messages": chat(4 + (index + round_) % 5)}
+            tag, data = serde.dumps_typed(value)
+            if not tag.endswith("~zstd") or serde.loads_typed((tag, data)) != value:
+                failures.append(f"thread {index} round {round_}: {tag}")
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
