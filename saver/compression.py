@@ -256,6 +256,9 @@ class CompressingSerializer(SerializerProtocol):
         tag, data = self.serde.dumps_typed(obj)
         if len(data) < self.threshold_bytes or SEPARATOR in tag:
             return tag, data
+        return self._compressed(tag, data)
+
+    def _compressed(self, tag: str, data: bytes) -> tuple[str, bytes]:
         compressed = self._compress(data, self.level)
         if len(compressed) >= len(data):
             return tag, data  # incompressible (already compressed media, ciphertext): stored as it is
@@ -313,10 +316,7 @@ class CompressingSerializer(SerializerProtocol):
             if size >= self.threshold_bytes and len(data) < size:
                 return (f"{inner_tag}{SEPARATOR}{FRAMES}" if len(stored) > 1 else kept), data
         whole = b"".join(self._inner_bytes(inner_tag, part) for part in parts)
-        if len(whole) < self.threshold_bytes:
-            return inner_tag, whole
-        compressed = self._compress(whole, self.level)
-        return (inner_tag, whole) if len(compressed) >= len(whole) else (f"{inner_tag}{self._suffix}", compressed)
+        return (inner_tag, whole) if len(whole) < self.threshold_bytes else self._compressed(inner_tag, whole)
 
     def _inner_bytes(self, inner_tag: str, part: bytes | tuple[str, bytes]) -> bytes:
         if type(part) is not tuple:

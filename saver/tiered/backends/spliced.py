@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...compression import SEPARATOR, CompressingSerializer
@@ -39,7 +40,7 @@ __all__ = ["splicer"]
 _MSGPACK = "msgpack"
 _NIL = b"\xc0"  # msgpack's None: what JsonPlusSerializer stores as ("null", b"") stands for in a map
 _CHANNEL_VALUES = "channel_values"
-_CHANNEL_VALUES_KEY = b"\xaechannel_values"  # msgpack's fixstr of 14 bytes
+_CHANNEL_VALUES_KEY = ormsgpack.packb(_CHANNEL_VALUES)
 
 Part = bytes | Payload
 Dumps = Callable[[Any], Payload]
@@ -114,8 +115,9 @@ def _values(encoded: Mapping[str, Payload], objects: dict[str, Any] | None, dump
             part = payload  # compressed by the hot tier: CompressingSerializer.join keeps or opens it
         else:
             return None
-        name = _str(channel)
-        if name is None:
+        try:
+            name = ormsgpack.packb(channel)
+        except ormsgpack.MsgpackEncodeError:  # a name that is not valid UTF-8 (a lone surrogate)
             return None
         parts += (name, part)
     return parts
@@ -159,19 +161,3 @@ def _map_header_size(data: bytes) -> tuple[int | None, int]:
     if first == 0xDF:
         return int.from_bytes(data[1:5], "big"), 5
     return None, 0
-
-
-def _str(text: str) -> bytes | None:
-    """msgpack's encoding of a string, or None for one that is not valid UTF-8 (a lone surrogate)."""
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:
-        return None
-    size = len(data)
-    if size < 32:
-        return bytes((0xA0 | size,)) + data
-    if size < 1 << 8:
-        return b"\xd9" + bytes((size,)) + data
-    if size < 1 << 16:
-        return b"\xda" + size.to_bytes(2, "big") + data
-    return b"\xdb" + size.to_bytes(4, "big") + data
